@@ -1,0 +1,148 @@
+"""Broker: the composition root — builds the parts, starts listeners and background tasks.
+
+It wires; it does not decide. Start-up order matters: the controller's catalogue is read
+first (log configs come from it), then the logs load (recovering after a crash), then
+partitions become active, then listeners open. Shutdown reverses it: stop accepting, let
+in-flight requests finish, then close every log cleanly so the next start needs no recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import time
+import uuid
+
+from kbroker.config import KafkaConfig
+from kbroker.connection import KafkaConnection
+from kbroker.dispatcher import Dispatcher
+from kbroker.replication.controller import Controller
+from kbroker.replication.replica_manager import ReplicaManager
+from kbroker.storage.file_io import replace_atomically
+from kbroker.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+META_PROPERTIES = "meta.properties"
+CHECKPOINT_INTERVAL_S = 60.0
+
+
+def _read_meta(path: str) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if "=" in line and not line.startswith("#"):
+                key, _, value = line.strip().partition("=")
+                meta[key] = value
+    return meta
+
+
+class Broker:
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.log_dirs = config.log_dirs
+        self.cluster_id = ""
+        self.log_manager = LogManager(self.log_dirs, lambda topic: self.controller.log_config(topic))
+        self.replica_manager = ReplicaManager(self.log_manager, self.node_id)
+        self.controller = Controller(
+            self.log_dirs[0], self.node_id, self.replica_manager, config.setting,
+            config.get_int("num.partitions"), config.get_int("default.replication.factor"),
+        )
+        self.dispatcher = Dispatcher(self)
+        self.servers: list[asyncio.Server] = []
+        self.bound: list[tuple[str, str, int]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """host, port clients are told to use (first advertised listener)."""
+        listeners = self.config.advertised_listeners
+        name, host, port = listeners[0]
+        if port == 0 and self.bound:
+            port = self.bound[0][2]
+        return host or "localhost", port
+
+    def _init_log_dirs(self) -> None:
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+        cluster_ids = set()
+        for log_dir in self.log_dirs:
+            path = os.path.join(log_dir, META_PROPERTIES)
+            if os.path.exists(path):
+                meta = _read_meta(path)
+                if meta.get("node.id") and int(meta["node.id"]) != self.node_id:
+                    raise RuntimeError(
+                        f"{path} belongs to node.id {meta['node.id']}, but this broker is node.id {self.node_id}"
+                    )
+                if meta.get("cluster.id"):
+                    cluster_ids.add(meta["cluster.id"])
+        if len(cluster_ids) > 1:
+            raise RuntimeError(f"log dirs disagree on cluster.id: {sorted(cluster_ids)}")
+        self.cluster_id = cluster_ids.pop() if cluster_ids else (
+            base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        )
+        for log_dir in self.log_dirs:
+            path = os.path.join(log_dir, META_PROPERTIES)
+            if not os.path.exists(path):
+                directory_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+                replace_atomically(path, (
+                    f"#\n#{time.ctime()}\nnode.id={self.node_id}\ndirectory.id={directory_id}\n"
+                    f"version=1\ncluster.id={self.cluster_id}\n"
+                ).encode())
+
+    async def start(self) -> None:
+        self._init_log_dirs()
+        self.controller.load()
+        self.log_manager.startup()
+        self.controller.activate_partitions()
+        loop = asyncio.get_running_loop()
+        max_request = self.config.get_int("socket.request.max.bytes")
+        for name, host, port in self.config.listeners:
+            server = await loop.create_server(
+                lambda: KafkaConnection(self.dispatcher, max_request), host or None, port,
+                reuse_address=True, backlog=1024,
+            )
+            self.servers.append(server)
+            sock_port = server.sockets[0].getsockname()[1]
+            self.bound.append((name, host, sock_port))
+        self._tasks.append(loop.create_task(self._retention_loop()))
+        self._tasks.append(loop.create_task(self._checkpoint_loop()))
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.get_int("log.retention.check.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.replica_manager.partitions.values()):
+                try:
+                    partition.log.enforce_retention(now_ms, partition.high_watermark)
+                except OSError as exc:
+                    log.error("retention of %s-%d failed: %s", partition.topic, partition.index, exc)
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+            self.log_manager.checkpoint()
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests, close logs cleanly."""
+        for server in self.servers:
+            server.close()
+        for task in self._tasks:
+            task.cancel()
+        connections = list(self.dispatcher.connections)
+        for conn in connections:
+            conn.closed = True
+            conn.frame_ready.set()
+        tasks = [c.task for c in connections if c.task is not None]
+        if tasks:
+            # A long-poll fetch may be waiting; give in-flight work a bounded time.
+            await asyncio.wait(tasks, timeout=5)
+        for conn in connections:
+            if conn.transport is not None:
+                conn.transport.close()
+        self.log_manager.shutdown()
+        log.info("shut down cleanly")

@@ -1,0 +1,60 @@
+"""Command line: ``kbroker serve [--config server.properties] [--override key=value ...]``.
+
+Exit status 2 for a bad configuration (the message names the key and where it came from);
+SIGTERM/SIGINT shut down cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from kbroker.broker import Broker
+from kbroker.config import ConfigError, KafkaConfig
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kbroker", description="Kafka-compatible broker")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run a broker node")
+    serve.add_argument("--config", help="Kafka-style server.properties file")
+    serve.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE",
+        help="set a config key (wins over the file); repeatable",
+    )
+    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    return parser
+
+
+async def _serve(config: KafkaConfig) -> None:
+    broker = Broker(config)
+    await broker.start()
+    listens = ", ".join(f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in broker.bound)
+    print(f"kbroker node {broker.node_id} listening on {listens}; data in {', '.join(broker.log_dirs)}", flush=True)
+    ignored = config.ignored_keys()
+    if ignored:
+        logging.getLogger("kbroker").info("accepted but not acted on: %s", ", ".join(ignored))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = KafkaConfig.load(args.config, args.override)
+    except ConfigError as exc:
+        print(f"kbroker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(config))
+    return 0

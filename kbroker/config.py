@@ -1,0 +1,264 @@
+"""Broker configuration: Kafka's server.properties keys, defaults, parsing and validation.
+
+``KafkaConfig.load`` reads a Java-properties file, applies ``--override key=value`` on top,
+and rejects unknown keys and malformed values with a message naming the key and its source.
+Keys that Kafka has but kbroker does not act on are accepted (so a real Kafka
+``server.properties`` starts) and listed at start-up as ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kbroker.storage.log_config import ConfigSource, ConfigType
+
+
+class ConfigError(Exception):
+    """A bad broker configuration; the CLI prints it and exits with status 2."""
+
+
+@dataclass(slots=True, frozen=True)
+class BrokerConfigDef:
+    name: str
+    type: ConfigType
+    default: str | None
+    read_only: bool = True
+    implemented: bool = True
+
+
+_B, _S, _I, _L, _LS, _D = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
+                           ConfigType.LIST, ConfigType.DOUBLE)
+
+
+def _defs(implemented: bool, *rows: tuple) -> list[BrokerConfigDef]:
+    return [BrokerConfigDef(r[0], r[1], r[2], r[3] if len(r) > 3 else True, implemented) for r in rows]
+
+
+BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
+    d.name: d
+    for d in _defs(
+        True,
+        ("listeners", _LS, "PLAINTEXT://localhost:9092", False),
+        ("advertised.listeners", _LS, None),
+        ("log.dirs", _LS, None),
+        ("log.dir", _LS, "./kbroker-data"),
+        ("node.id", _I, "1"),
+        ("broker.id", _I, "-1"),
+        ("process.roles", _LS, "broker,controller"),
+        ("num.partitions", _I, "1"),
+        ("default.replication.factor", _I, "1"),
+        ("auto.create.topics.enable", _B, "true"),
+        ("delete.topic.enable", _B, "true"),
+        ("message.max.bytes", _I, "1048588", False),
+        ("log.segment.bytes", _I, "1073741824", False),
+        ("log.roll.ms", _L, None, False),
+        ("log.roll.hours", _I, "168"),
+        ("log.roll.jitter.ms", _L, None, False),
+        ("log.roll.jitter.hours", _I, "0"),
+        ("log.retention.ms", _L, None, False),
+        ("log.retention.minutes", _I, None),
+        ("log.retention.hours", _I, "168"),
+        ("log.retention.bytes", _L, "-1", False),
+        ("log.retention.check.interval.ms", _L, "300000"),
+        ("log.cleanup.policy", _LS, "delete", False),
+        ("log.index.interval.bytes", _I, "4096", False),
+        ("log.index.size.max.bytes", _I, "10485760", False),
+        ("log.flush.interval.messages", _L, "9223372036854775807", False),
+        ("log.flush.interval.ms", _L, None, False),
+        ("log.flush.scheduler.interval.ms", _L, "9223372036854775807"),
+        ("log.flush.offset.checkpoint.interval.ms", _I, "60000"),
+        ("log.message.timestamp.type", _S, "CreateTime", False),
+        ("log.message.timestamp.before.max.ms", _L, "9223372036854775807", False),
+        ("log.message.timestamp.after.max.ms", _L, "3600000", False),
+        ("socket.request.max.bytes", _I, "104857600"),
+        ("min.insync.replicas", _I, "1", False),
+        ("unclean.leader.election.enable", _B, "false", False),
+        ("compression.type", _S, "producer", False),
+        ("compression.gzip.level", _I, "-1", False),
+        ("compression.lz4.level", _I, "9", False),
+        ("compression.zstd.level", _I, "3", False),
+        ("log.preallocate", _B, "false", False),
+        ("log.segment.delete.delay.ms", _L, "60000", False),
+        ("log.cleaner.delete.retention.ms", _L, "86400000", False),
+        ("log.cleaner.min.compaction.lag.ms", _L, "0", False),
+        ("log.cleaner.max.compaction.lag.ms", _L, "9223372036854775807", False),
+        ("log.cleaner.min.cleanable.ratio", _D, "0.5", False),
+        ("log.local.retention.ms", _L, "-2", False),
+        ("log.local.retention.bytes", _L, "-2", False),
+    )
+    + _defs(
+        False,  # Kafka keys accepted so real server.properties files start; no effect yet
+        ("controller.quorum.voters", _LS, ""),
+        ("controller.quorum.bootstrap.servers", _LS, ""),
+        ("controller.listener.names", _S, None),
+        ("inter.broker.listener.name", _S, None),
+        ("listener.security.protocol.map", _S, None),
+        ("num.network.threads", _I, "3"),
+        ("num.io.threads", _I, "8"),
+        ("socket.send.buffer.bytes", _I, "102400"),
+        ("socket.receive.buffer.bytes", _I, "102400"),
+        ("num.recovery.threads.per.data.dir", _I, "2"),
+        ("offsets.topic.replication.factor", _I, "3"),
+        ("offsets.topic.num.partitions", _I, "50"),
+        ("transaction.state.log.replication.factor", _I, "3"),
+        ("transaction.state.log.min.isr", _I, "2"),
+        ("share.coordinator.state.topic.replication.factor", _I, "3"),
+        ("share.coordinator.state.topic.min.isr", _I, "2"),
+        ("group.initial.rebalance.delay.ms", _I, "3000"),
+        ("log.cleaner.enable", _B, "true"),
+        ("log.cleaner.threads", _I, "1"),
+        ("replica.lag.time.max.ms", _L, "30000"),
+        ("broker.session.timeout.ms", _I, "9000"),
+        ("broker.heartbeat.interval.ms", _I, "2000"),
+    )
+}
+
+
+def parse_properties(text: str) -> list[tuple[int, str, str]]:
+    """Java-properties lines as (line number, key, value); handles comments and continuations."""
+    out: list[tuple[int, str, str]] = []
+    logical = ""
+    start_line = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical:
+            if not line or line[0] in "#!":
+                continue
+            start_line = number
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        for i, ch in enumerate(logical):
+            if ch in "=:":
+                key, value = logical[:i].strip(), logical[i + 1 :].strip()
+                break
+            if ch.isspace():
+                rest = logical[i:].lstrip()
+                if rest[:1] in ("=", ":"):
+                    rest = rest[1:]
+                key, value = logical[:i].strip(), rest.strip()
+                break
+        else:
+            key, value = logical.strip(), ""
+        out.append((start_line, key, value))
+        logical = ""
+    return out
+
+
+class KafkaConfig:
+    """Resolved broker settings; ``setting(key)`` answers DescribeConfigs-style lookups."""
+
+    def __init__(self, explicit: dict[str, str], sources: dict[str, str]) -> None:
+        self.explicit = explicit
+        self.sources = sources
+
+    @classmethod
+    def load(cls, path: str | None = None, overrides: Iterable[str] = ()) -> KafkaConfig:
+        values: dict[str, str] = {}
+        sources: dict[str, str] = {}
+        if path is not None:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+            for line, key, value in parse_properties(text):
+                values[key] = value
+                sources[key] = f"{path}:{line}"
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--override {item!r}: expected key=value")
+            values[key.strip()] = value.strip()
+            sources[key.strip()] = "--override"
+        for key, value in values.items():
+            _validate(key, value, sources[key])
+        return cls(values, sources)
+
+    def get(self, key: str) -> str | None:
+        if key in self.explicit:
+            return self.explicit[key]
+        return BROKER_CONFIGS[key].default
+
+    def get_int(self, key: str) -> int:
+        return int(self.get(key) or 0)
+
+    def get_bool(self, key: str) -> bool:
+        return (self.get(key) or "false").lower() == "true"
+
+    def setting(self, key: str) -> tuple[str | None, ConfigSource] | None:
+        if key in self.explicit:
+            return self.explicit[key], ConfigSource.STATIC_BROKER_CONFIG
+        definition = BROKER_CONFIGS.get(key)
+        if definition is None or definition.default is None:
+            return None
+        return definition.default, ConfigSource.DEFAULT_CONFIG
+
+    @property
+    def node_id(self) -> int:
+        node_id = self.get_int("node.id")
+        if "node.id" not in self.explicit and "broker.id" in self.explicit:
+            node_id = self.get_int("broker.id")
+        return node_id
+
+    @property
+    def log_dirs(self) -> list[str]:
+        raw = self.get("log.dirs") or self.get("log.dir") or "./kbroker-data"
+        return [os.path.abspath(d.strip()) for d in raw.split(",") if d.strip()]
+
+    @property
+    def listeners(self) -> list[tuple[str, str, int]]:
+        return parse_listeners(self.get("listeners") or "", "listeners")
+
+    @property
+    def advertised_listeners(self) -> list[tuple[str, str, int]]:
+        raw = self.get("advertised.listeners")
+        return parse_listeners(raw, "advertised.listeners") if raw else self.listeners
+
+    def ignored_keys(self) -> list[str]:
+        return sorted(k for k in self.explicit if not BROKER_CONFIGS[k].implemented)
+
+
+def parse_listeners(raw: str, key: str) -> list[tuple[str, str, int]]:
+    """``NAME://host:port,...`` as (name, host, port); an empty host means all interfaces."""
+    out = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigError(f"Invalid value {item} for configuration {key}: expected NAME://host:port")
+        out.append((name.upper(), host.strip("[]"), int(port)))
+    if not out:
+        raise ConfigError(f"Invalid value {raw!r} for configuration {key}: no listener given")
+    return out
+
+
+def _validate(key: str, value: str, source: str) -> None:
+    definition = BROKER_CONFIGS.get(key)
+    if definition is None:
+        raise ConfigError(f"unknown configuration key '{key}' (from {source})")
+    try:
+        if definition.type in (ConfigType.INT, ConfigType.LONG):
+            number = int(value)
+            bits = 31 if definition.type == ConfigType.INT else 63
+            if not -(2**bits) <= number < 2**bits:
+                raise ValueError
+        elif definition.type == ConfigType.DOUBLE:
+            float(value)
+        elif definition.type == ConfigType.BOOLEAN and value.lower() not in ("true", "false"):
+            raise ValueError
+    except ValueError:
+        kind = definition.type.name
+        raise ConfigError(
+            f"invalid value '{value}' for configuration key '{key}' (from {source}): expected {kind}"
+        ) from None
+    if key in ("listeners", "advertised.listeners"):
+        try:
+            parse_listeners(value, key)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (from {source})") from None

@@ -1,0 +1,88 @@
+"""Dispatcher: turns one request frame into one response, via the API's handler.
+
+Protocol errors are answered the way Kafka answers them: an ApiVersions request of a version
+we don't support gets an UNSUPPORTED_VERSION answer in v0 framing (so the client can retry
+lower); an unknown API key, any other unsupported version or a frame that cannot be decoded
+closes the connection. A handler failing unexpectedly is logged with the request's context
+and the connection is closed (the client reconnects and retries).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import TYPE_CHECKING
+
+from kbroker.context import NO_RESPONSE, EncodedResponse, RequestContext
+from kbroker.handlers import HANDLERS
+from kbroker.protocol.codec import (
+    API_VERSIONS_KEY,
+    MalformedRequest,
+    decode_request_body,
+    encode_response,
+    is_flexible,
+    parse_request_header,
+    request_schema,
+)
+from kbroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+    from kbroker.connection import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """ApiVersions v0 body: UNSUPPORTED_VERSION plus our own ApiVersions range (KIP-511)."""
+    handler = HANDLERS[API_VERSIONS_KEY]
+    body = struct.pack(
+        ">ihihhh", correlation_id, ErrorCode.unsupported_version.value, 1,
+        API_VERSIONS_KEY, handler.MIN_VERSION, handler.MAX_VERSION,
+    )
+    return struct.pack(">i", len(body)) + body
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.connections: set[KafkaConnection] = set()
+
+    async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes | EncodedResponse | object | None:
+        """The encoded response, NO_RESPONSE (acks=0), or None to close the connection."""
+        view = memoryview(frame)
+        try:
+            if len(view) < 8:
+                raise MalformedRequest("frame shorter than a request header")
+            api_key, api_version, correlation_id = struct.unpack_from(">hhi", view, 0)
+            handler = HANDLERS.get(api_key)
+            if handler is None:
+                log.info("closing %s: unknown API key %d", peer, api_key)
+                return None
+            if not handler.MIN_VERSION <= api_version <= handler.MAX_VERSION:
+                if api_key == API_VERSIONS_KEY:
+                    return unsupported_api_versions_response(correlation_id)
+                log.info("closing %s: %s v%d is not supported", peer, handler.__name__, api_version)
+                return None
+            schema = request_schema(api_key, api_version)
+            assert schema is not None, f"handler advertises a version kio lacks: {api_key} v{api_version}"
+            header, offset = parse_request_header(view, is_flexible(api_key, api_version))
+            if hasattr(handler, "decode_request"):
+                request = handler.decode_request(view, offset, api_version)
+            else:
+                request = decode_request_body(schema, view, offset)
+        except MalformedRequest as exc:
+            log.info("closing %s: malformed request: %s", peer, exc)
+            return None
+        context = RequestContext(self.broker, header, client_host)
+        try:
+            response = await handler.handle(context, request)
+        except Exception:
+            log.exception(
+                "unexpected error handling %s v%d (correlation id %d) from %s (client id %r)",
+                handler.__name__.rsplit(".", 1)[-1], api_version, correlation_id, peer, header.client_id,
+            )
+            return None
+        if response is NO_RESPONSE or isinstance(response, EncodedResponse):
+            return response
+        return encode_response(correlation_id, api_key, response)

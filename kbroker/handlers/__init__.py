@@ -1,0 +1,53 @@
+"""One module per Kafka API. Each declares ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION`` and
+``async def handle(ctx, request)``, and opens with a docstring listing its behaviour and any
+deviation from Kafka. ``HANDLERS`` is the single table ApiVersions is answered from: an API is
+advertised exactly when it has a handler here.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import (
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_records,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_log_dirs,
+    describe_topic_partitions,
+    fetch,
+    find_coordinator,
+    incremental_alter_configs,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+)
+from . import alter_configs as alter_configs
+
+_MODULES: list[ModuleType] = [
+    produce,
+    fetch,
+    list_offsets,
+    metadata,
+    find_coordinator,
+    api_versions,
+    create_topics,
+    delete_topics,
+    delete_records,
+    init_producer_id,
+    offset_for_leader_epoch,
+    describe_configs,
+    alter_configs,
+    describe_log_dirs,
+    create_partitions,
+    incremental_alter_configs,
+    describe_cluster,
+    describe_topic_partitions,
+]
+
+HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in _MODULES}

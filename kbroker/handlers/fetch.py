@@ -1,0 +1,146 @@
+"""Fetch (key 1), v4–18.
+
+Consumers read whole batches from the one containing the fetch offset, up to the high
+watermark (read_committed: the last stable offset). KIP-74: the first partition with data
+returns at least one whole batch even above max_bytes; later ones are cut at the byte limit
+(the client drops a partial trailing batch, as with Kafka). Fewer than min_bytes ready and
+max_wait > 0: the request waits on the partitions' futures, then re-reads (no polling).
+Response envelope packed by hand; record bytes go out with sendfile (zero copy) when large.
+v13+ name topics by id (unknown id: UNKNOWN_TOPIC_ID).
+Fetch sessions (KIP-227): kbroker answers session id 0, i.e. "no session created" — the
+client keeps sending full fetch requests, which Kafka's protocol allows. A request naming a
+session id we never gave gets FETCH_SESSION_ID_NOT_FOUND.
+Deviations: follower fetches (replica_id >= 0) are served like consumer fetches until
+replication lands; aborted_transactions is empty (no transactions yet) for read_committed
+and null otherwise; preferred_read_replica is always -1.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from kbroker.context import EncodedResponse, RequestContext
+from kbroker.protocol.codec import response_header
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.wire import Writer
+from kbroker.replication.replica_manager import FetchRequestPartition, FetchResult
+from kbroker.storage.log import FetchSlice
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 18
+FIRST_FLEXIBLE = 12
+FIRST_TOPIC_ID = 13
+
+_TOP = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id (v7+)
+_PARTITION = struct.Struct(">ihqq")  # index, error code, high watermark, last stable offset
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_NO_PREFERRED_REPLICA = _INT32.pack(-1)
+READ_COMMITTED = 1
+
+
+async def handle(ctx: RequestContext, request: object) -> EncodedResponse:
+    broker = ctx.broker
+    version = ctx.api_version
+    controller = broker.controller
+    session_id = getattr(request, "session_id", 0)
+    if session_id != 0:
+        return EncodedResponse([_encode_error(ctx.header.correlation_id, version, ErrorCode.fetch_session_id_not_found)])
+    wanted: list[FetchRequestPartition] = []
+    keys: list[tuple[str | None, uuid.UUID | None, int, ErrorCode]] = []
+    for topic in request.topics:
+        topic_id = getattr(topic, "topic_id", None)
+        if topic_id is not None:
+            info = controller.topics_by_id.get(topic_id)
+            name, missing = (info.name if info else None), ErrorCode.unknown_topic_id
+        else:
+            name, missing = topic.topic, ErrorCode.unknown_topic_or_partition
+            info = controller.topics.get(name)
+        for p in topic.partitions:
+            error = ErrorCode.none if info is not None else missing
+            keys.append((topic.topic if topic_id is None else None, topic_id, p.partition, error))
+            wanted.append(FetchRequestPartition(
+                name or "", p.partition, p.fetch_offset, p.partition_max_bytes,
+                getattr(p, "current_leader_epoch", -1),
+            ))
+    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+    results = await broker.replica_manager.fetch(
+        wanted, max_wait_ms, request.min_bytes, request.max_bytes, request.isolation_level
+    )
+    for i, (_n, _t, _p, error) in enumerate(keys):
+        if error != ErrorCode.none:
+            results[i] = FetchResult(error)
+    return EncodedResponse(_encode(ctx.header.correlation_id, version, keys, results, request.isolation_level))
+
+
+def _encode_error(correlation_id: int, version: int, error: ErrorCode) -> bytes:
+    w = Writer(version >= FIRST_FLEXIBLE, bytearray(b"\x00\x00\x00\x00"))
+    w.out += response_header(correlation_id, API_KEY, w.flexible)
+    w.out += _TOP.pack(0, error, 0)
+    w.array_length(0)
+    w.tagged_fields()
+    struct.pack_into(">i", w.out, 0, len(w.out) - 4)
+    return bytes(w.out)
+
+
+def _encode(
+    correlation_id: int,
+    version: int,
+    keys: list[tuple[str | None, uuid.UUID | None, int, ErrorCode]],
+    results: list[FetchResult],
+    isolation_level: int,
+) -> list[bytes | FetchSlice]:
+    flexible = version >= FIRST_FLEXIBLE
+    w = Writer(flexible, bytearray(b"\x00\x00\x00\x00"))
+    w.out += response_header(correlation_id, API_KEY, flexible)
+    if version >= 7:
+        w.out += _TOP.pack(0, ErrorCode.none, 0)
+    else:
+        w.out += _INT32.pack(0)
+    chunks: list[bytes | FetchSlice] = []
+    total = 0
+    # Group consecutive partitions of the same topic, preserving request order.
+    groups: list[list[int]] = []
+    for i, (name, topic_id, _p, _e) in enumerate(keys):
+        if groups and keys[groups[-1][0]][:2] == (name, topic_id):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    w.array_length(len(groups))
+    for group in groups:
+        name, topic_id, _p, _e = keys[group[0]]
+        if version >= FIRST_TOPIC_ID:
+            w.out += (topic_id or uuid.UUID(int=0)).bytes
+        else:
+            w.nullable_string(name)
+        w.array_length(len(group))
+        for i in group:
+            r = results[i]
+            w.out += _PARTITION.pack(keys[i][2], r.error, r.high_watermark, r.last_stable_offset)
+            if version >= 5:
+                w.out += _INT64.pack(r.log_start_offset)
+            if isolation_level == READ_COMMITTED:
+                w.array_length(0)
+            else:
+                w.array_length(-1)
+            if version >= 11:
+                w.out += _NO_PREFERRED_REPLICA
+            length = r.records.length if r.records is not None else 0
+            w.bytes_length(length)
+            if length:
+                chunks.append(bytes(w.out))
+                total += len(w.out)
+                chunks.append(r.records)
+                total += length
+                w.out = bytearray()
+            w.tagged_fields()
+        w.tagged_fields()
+    w.tagged_fields()  # node_endpoints (v16+) is tagged: omitted, the leader never moves
+    chunks.append(bytes(w.out))
+    total += len(w.out)
+    first = bytearray(chunks[0])
+    struct.pack_into(">i", first, 0, total - 4)
+    chunks[0] = bytes(first)
+    return chunks

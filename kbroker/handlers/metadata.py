@@ -1,0 +1,99 @@
+"""Metadata (key 3), v0–13.
+
+Lists this broker, the cluster id, the controller (this node) and the requested topics with
+topic ids, leader, leader epoch, replicas and ISR. A null topic list (v0: empty) means all
+topics. Topics may be named or (v10+) given by id; an unknown id answers UNKNOWN_TOPIC_ID.
+Auto-creation happens when the request allows it (v4+; always before) and
+``auto.create.topics.enable`` is true, with ``num.partitions``/``default.replication.factor``.
+Deviation: Kafka answers UNKNOWN_TOPIC_OR_PARTITION for an auto-created topic on the first
+request and the topic appears ~50 ms later; kbroker creates synchronously and returns it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 13
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no ACLs, all allowed.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+ZERO_UUID = uuid.UUID(int=0)
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    broker = ctx.broker
+    controller = broker.controller
+    version = ctx.api_version
+    m = response_module(API_KEY, version)
+    requested = request.topics
+    auto_create = broker.config.get_bool("auto.create.topics.enable") and getattr(
+        request, "allow_auto_topic_creation", True
+    )
+    include_ops = getattr(request, "include_topic_authorized_operations", False)
+    topics = []
+    if requested is None or (version == 0 and not requested):
+        wanted = [(name, None) for name in controller.topics]
+    else:
+        wanted = [(t.name, getattr(t, "topic_id", None)) for t in requested]
+    for name, topic_id in wanted:
+        error = ErrorCode.none
+        info = None
+        if name is None and topic_id is not None and topic_id != ZERO_UUID:
+            info = controller.topics_by_id.get(topic_id)
+            if info is None:
+                error = ErrorCode.unknown_topic_id
+        elif name is not None:
+            info = controller.topics.get(name)
+            if info is None and auto_create:
+                try:
+                    info = controller.create_topic(name, -1, -1, {})
+                except KafkaError as exc:
+                    error = exc.code
+            elif info is None:
+                error = ErrorCode.unknown_topic_or_partition
+        else:
+            error = ErrorCode.invalid_request
+        partitions = []
+        if info is not None:
+            for index in range(info.partitions):
+                partition = broker.replica_manager.partitions.get((info.name, index))
+                if partition is None:
+                    continue
+                partitions.append(build(
+                    m.MetadataResponsePartition,
+                    error_code=ErrorCode.none,
+                    partition_index=index,
+                    leader_id=partition.leader_id,
+                    leader_epoch=partition.leader_epoch,
+                    replica_nodes=tuple(partition.replicas),
+                    isr_nodes=tuple(partition.isr),
+                    offline_replicas=(),
+                ))
+        topics.append(build(
+            m.MetadataResponseTopic,
+            error_code=error,
+            name=info.name if info is not None else name,
+            topic_id=info.topic_id if info is not None else ZERO_UUID,
+            is_internal=False,
+            partitions=tuple(partitions),
+            topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
+        ))
+    host, port = broker.advertised
+    return build(
+        m.MetadataResponse,
+        throttle_time=datetime.timedelta(0),
+        brokers=(build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        error_code=ErrorCode.none,
+    )

@@ -1,0 +1,133 @@
+"""Produce (key 0), v3–13.
+
+Request decoded by hand so each partition's records are a writable slice of the frame;
+batches are validated (size, magic 2, CRC32C, counts) and appended as opaque bytes with
+offsets patched in place. Response packed by hand. v13 names topics by id.
+acks=0 gets no response; acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS). acks=-1 needs
+``min.insync.replicas`` in-sync replicas (NOT_ENOUGH_REPLICAS). Per-record errors (KIP-467)
+come back as record_errors with the error message (v8+).
+Deviations: Kafka advertises v0–2 and then closes the connection; kbroker advertises from v3.
+No idempotent sequence checks yet (producer ids are accepted, not deduplicated).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from kbroker.context import NO_RESPONSE, EncodedResponse, RequestContext
+from kbroker.protocol.codec import MalformedRequest, response_header
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.wire import Reader, Writer
+from kbroker.replication.replica_manager import ProduceResult
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 13
+FIRST_FLEXIBLE = 9
+FIRST_TOPIC_ID = 13
+
+_PARTITION_FIXED = struct.Struct(">ihqq")  # index, error code, base offset, log append time
+_INT64 = struct.Struct(">q")
+
+
+class ProduceRequest:
+    __slots__ = ("transactional_id", "acks", "timeout_ms", "topics")
+
+    def __init__(self, transactional_id: str | None, acks: int, timeout_ms: int,
+                 topics: list[tuple[str | None, uuid.UUID | None, list[tuple[int, memoryview | None]]]]) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topics = topics
+
+
+def decode_request(frame: memoryview, offset: int, version: int) -> ProduceRequest:
+    reader = Reader(frame, offset, version >= FIRST_FLEXIBLE)
+    try:
+        transactional_id = reader.nullable_string()
+        acks = reader.int16()
+        timeout_ms = reader.int32()
+        topics = []
+        for _ in range(max(reader.array_length(), 0)):
+            if version >= FIRST_TOPIC_ID:
+                name, topic_id = None, reader.uuid()
+            else:
+                name, topic_id = reader.nullable_string(), None
+            partitions = []
+            for _p in range(max(reader.array_length(), 0)):
+                index = reader.int32()
+                records = reader.nullable_bytes()
+                reader.skip_tagged_fields()
+                partitions.append((index, records))
+            reader.skip_tagged_fields()
+            topics.append((name, topic_id, partitions))
+        reader.skip_tagged_fields()
+    except struct.error as exc:
+        raise MalformedRequest(f"truncated produce request: {exc}") from exc
+    return ProduceRequest(transactional_id, acks, timeout_ms, topics)
+
+
+async def handle(ctx: RequestContext, request: ProduceRequest) -> object:
+    broker = ctx.broker
+    version = ctx.api_version
+    controller = broker.controller
+    replica_manager = broker.replica_manager
+    results: list[tuple[str | None, uuid.UUID | None, list[tuple[int, ProduceResult]]]] = []
+    valid_acks = request.acks in (0, 1, -1)
+    for name, topic_id, partitions in request.topics:
+        if topic_id is not None:
+            info = controller.topics_by_id.get(topic_id)
+            missing = ErrorCode.unknown_topic_id
+        else:
+            info = controller.topics.get(name or "")
+            missing = ErrorCode.unknown_topic_or_partition
+        out = []
+        for index, records in partitions:
+            if not valid_acks:
+                result = ProduceResult(ErrorCode.invalid_required_acks)
+            elif info is None:
+                result = ProduceResult(missing)
+            elif records is None:
+                result = ProduceResult(ErrorCode.invalid_record, error_message="null records")
+            else:
+                result = replica_manager.append_records(info.name, index, records, request.acks)
+            out.append((index, result))
+        results.append((name, topic_id, out))
+    if request.acks == 0:
+        return NO_RESPONSE
+    return EncodedResponse([encode_response(ctx.header.correlation_id, version, results)])
+
+
+def encode_response(
+    correlation_id: int,
+    version: int,
+    results: list[tuple[str | None, uuid.UUID | None, list[tuple[int, ProduceResult]]]],
+) -> bytes:
+    flexible = version >= FIRST_FLEXIBLE
+    w = Writer(flexible, bytearray(b"\x00\x00\x00\x00"))
+    w.out += response_header(correlation_id, API_KEY, flexible)
+    w.array_length(len(results))
+    for name, topic_id, partitions in results:
+        if version >= FIRST_TOPIC_ID:
+            w.out += (topic_id or uuid.UUID(int=0)).bytes
+        else:
+            w.nullable_string(name)
+        w.array_length(len(partitions))
+        for index, r in partitions:
+            w.out += _PARTITION_FIXED.pack(index, r.error, r.base_offset, r.log_append_time)
+            if version >= 5:
+                w.out += _INT64.pack(r.log_start_offset)
+            if version >= 8:
+                w.array_length(len(r.record_errors))
+                for batch_index, message in r.record_errors:
+                    w.out += struct.pack(">i", batch_index)
+                    w.nullable_string(message)
+                    w.tagged_fields()
+                w.nullable_string(r.error_message)
+            w.tagged_fields()
+        w.tagged_fields()
+    w.out += b"\x00\x00\x00\x00"  # throttle_time_ms
+    w.tagged_fields()
+    struct.pack_into(">i", w.out, 0, len(w.out) - 4)
+    return bytes(w.out)

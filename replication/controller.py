@@ -1,0 +1,251 @@
+"""Controller: the cluster's topic catalogue — names, ids, partition counts, config overrides.
+
+Single node for now: this broker is the controller and the only replica; every change is
+written to ``<first log dir>/kbroker-metadata.json`` (write, fsync, rename) before it is
+applied, so a crash leaves either the old or the new catalogue, never a torn one. The
+replicated cluster replaces this file with a replicated metadata log behind the same methods.
+Errors are raised as KafkaError with the code and message Kafka gives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.storage.file_io import replace_atomically
+from kbroker.storage.log_config import (
+    BrokerSetting,
+    ConfigEntry,
+    InvalidConfig,
+    LogConfig,
+    resolve_topic_configs,
+    validate_topic_config,
+)
+
+from .replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "kbroker-metadata.json"
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name is invalid, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
+            f"topic name: {name}",
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name is invalid: '{name}' contains one or more characters other than ASCII "
+            "alphanumerics, '.', '_' and '-'",
+        )
+
+
+class Controller:
+    def __init__(
+        self,
+        metadata_dir: str,
+        node_id: int,
+        replica_manager: ReplicaManager,
+        broker_setting: BrokerSetting,
+        default_partitions: int,
+        default_replication_factor: int,
+    ) -> None:
+        self.path = os.path.join(metadata_dir, METADATA_FILE)
+        self.node_id = node_id
+        self.replica_manager = replica_manager
+        self.broker_setting = broker_setting
+        self.default_partitions = default_partitions
+        self.default_replication_factor = default_replication_factor
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read the catalogue (before logs load: their configs come from it)."""
+        if os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            for entry in data["topics"]:
+                info = TopicInfo(
+                    entry["name"], uuid.UUID(entry["id"]), entry["partitions"],
+                    entry["replication_factor"], dict(entry["configs"]),
+                )
+                self._index(info)
+
+    def activate_partitions(self) -> None:
+        """Lead every catalogued partition; delete logs of topics no longer catalogued
+        (a crash between persisting a topic deletion and removing its files)."""
+        for info in self.topics.values():
+            for index in range(info.partitions):
+                self.replica_manager.make_leader(info.name, index, info.topic_id)
+        for topic, index in list(self.replica_manager.log_manager.logs):
+            info = self.topics.get(topic)
+            if info is None or index >= info.partitions:
+                log.info("deleting orphaned log %s-%d", topic, index)
+                self.replica_manager.log_manager.delete(topic, index)
+
+    def _persist(self) -> None:
+        data = {
+            "version": 1,
+            "topics": [
+                {
+                    "name": t.name, "id": str(t.topic_id), "partitions": t.partitions,
+                    "replication_factor": t.replication_factor, "configs": t.configs,
+                }
+                for t in self.topics.values()
+            ],
+        }
+        replace_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+    def _index(self, info: TopicInfo) -> None:
+        self.topics[info.name] = info
+        self.topics_by_id[info.topic_id] = info
+
+    # --- topics ---------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        collision = _collision(name, self.topics)
+        if collision:
+            raise KafkaError(
+                ErrorCode.invalid_topic_exception,
+                f"Topic '{name}' collides with existing topic: {collision}",
+            )
+        partitions = self.default_partitions if num_partitions == -1 else num_partitions
+        replication = self.default_replication_factor if replication_factor == -1 else replication_factor
+        if partitions <= 0:
+            raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+        if replication <= 0:
+            raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0, or -1 to use the default value.")
+        if replication > 1:
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {replication} time(s): The target replication "
+                "factor of " f"{replication} cannot be reached because only 1 broker(s) are registered.",
+            )
+        overrides = self._validated(configs)
+        info = TopicInfo(name, uuid.uuid4(), partitions, replication, overrides)
+        if validate_only:
+            return info
+        self._index(info)
+        self._persist()
+        for index in range(partitions):
+            self.replica_manager.make_leader(name, index, info.topic_id)
+        log.info("created topic %s (%s) with %d partition(s)", name, info.topic_id, partitions)
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+        del self.topics[name]
+        del self.topics_by_id[info.topic_id]
+        self._persist()
+        for index in range(info.partitions):
+            self.replica_manager.remove_partition(name, index)
+        log.info("deleted topic %s (%s)", name, info.topic_id)
+        return info
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        info = self.topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        if count < info.partitions:
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                f"The topic {name} currently has {info.partitions} partition(s); {count} would not be an increase.",
+            )
+        if count == info.partitions:
+            raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {info.partitions} partition(s).")
+        if validate_only:
+            return
+        old = info.partitions
+        info.partitions = count
+        self._persist()
+        for index in range(old, count):
+            self.replica_manager.make_leader(name, index, info.topic_id)
+
+    # --- configs --------------------------------------------------------------------------
+
+    def _validated(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, value in configs.items():
+            try:
+                validate_topic_config(key, value)
+            except InvalidConfig as exc:
+                raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+            assert value is not None
+            out[key] = value
+        return out
+
+    def set_topic_configs(self, name: str, overrides: Mapping[str, str | None], validate_only: bool = False) -> None:
+        """Replace a topic's overrides (AlterConfigs semantics)."""
+        info = self._topic(name)
+        validated = self._validated(overrides)
+        if validate_only:
+            return
+        info.configs = validated
+        self._persist()
+        self.replica_manager.log_manager.reconfigure(name)
+
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        return dict(self._topic(name).configs)
+
+    def _topic(self, name: str) -> TopicInfo:
+        info = self.topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        return info
+
+    def resolved_configs(self, name: str) -> dict[str, ConfigEntry]:
+        overrides = self.topics[name].configs if name in self.topics else {}
+        return resolve_topic_configs(overrides, self.broker_setting)
+
+    def log_config(self, name: str) -> LogConfig:
+        return LogConfig.from_resolved(self.resolved_configs(name))
+
+
+def _collision(name: str, topics: Mapping[str, TopicInfo]) -> str | None:
+    """Kafka refuses names that differ only by '.' vs '_' (metric names would collide)."""
+    if "." not in name and "_" not in name:
+        return None
+    normalized = name.replace(".", "_")
+    for existing in topics:
+        if existing != name and existing.replace(".", "_") == normalized:
+            return existing
+    return None

@@ -1,0 +1,84 @@
+"""Partition: one topic-partition's replica state on this broker, and its waiters.
+
+As leader it owns the log, the leader epoch, the ISR and the high watermark. Invariants:
+``log_start_offset <= high_watermark <= log_end_offset``; the high watermark never moves
+backwards while this broker stays leader. Consumers read below the high watermark only.
+Long-poll fetches wait on ``wait_for_data`` futures, completed when the high watermark moves;
+nothing polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.storage.log import AppendInfo, FetchSlice, PartitionLog
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog, broker_id: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.leader_id = broker_id
+        self.replicas = [broker_id]
+        self.isr = [broker_id]
+        self.leader_epoch = max(log.leader_epoch_cache.latest_epoch, 0)
+        self.partition_epoch = 0
+        self.high_watermark = log.log_end_offset
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        # No transactions yet: everything below the high watermark is stable.
+        return self.high_watermark
+
+    def append_as_leader(self, records: memoryview, required_acks: int, now_ms: int) -> AppendInfo:
+        if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.not_enough_replicas,
+                f"ISR size {len(self.isr)} is below min.insync.replicas "
+                f"{self.log.config.min_insync_replicas}",
+            )
+        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        self._maybe_increment_high_watermark()
+        return info
+
+    def _maybe_increment_high_watermark(self) -> None:
+        # With the leader as the only in-sync replica, everything written is committed.
+        if self.isr == [self.leader_id] and self.log_end_offset > self.high_watermark:
+            self.high_watermark = self.log_end_offset
+            self._wake_waiters()
+
+    def read(self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> FetchSlice | None:
+        return self.log.read(offset, max_bytes, max_offset, min_one_batch)
+
+    def wait_for_data(self) -> asyncio.Future[None]:
+        """A future completed the next time the high watermark moves."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        return future
+
+    def _wake_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: -1 means up to the high watermark. Returns the new low watermark."""
+        target = self.high_watermark if offset == -1 else offset
+        return self.log.delete_records_before(target, self.high_watermark)
+
+    def after_truncation(self) -> None:
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)

@@ -1,0 +1,90 @@
+"""LeaderEpochCache: which leader epoch started at which offset, for one partition.
+
+Persisted in ``leader-epoch-checkpoint`` (Kafka's format: version, count, then
+``epoch start_offset`` lines). Invariant: epochs and start offsets both strictly increase.
+Followers and consumers use it through OffsetForLeaderEpoch to find where their log diverges
+from the leader's (KIP-101/KIP-279), so answers must be exact.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+
+from .checkpoint import read_checkpoint, write_checkpoint
+
+CHECKPOINT_FILE = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, CHECKPOINT_FILE)
+        self.epochs: list[int] = []
+        self.start_offsets: list[int] = []
+        for epoch, offset in read_checkpoint(self.path, 2):
+            self.epochs.append(int(epoch))
+            self.start_offsets.append(int(offset))
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epochs[-1] if self.epochs else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` begins at ``start_offset`` (no-op if already known)."""
+        if self.epochs and epoch <= self.epochs[-1]:
+            return
+        # An older epoch that claims the same or a later start has no records: drop it.
+        while self.start_offsets and self.start_offsets[-1] >= start_offset:
+            self.epochs.pop()
+            self.start_offsets.pop()
+        self.epochs.append(epoch)
+        self.start_offsets.append(start_offset)
+        self._flush()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(largest epoch <= ``epoch``, the offset where that epoch ended).
+
+        For the latest epoch the end is the log end offset. Unknown (older than all):
+        (UNDEFINED_EPOCH, UNDEFINED_OFFSET), as Kafka answers.
+        """
+        if not self.epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if epoch >= self.epochs[-1]:
+            return self.epochs[-1], log_end_offset
+        i = bisect.bisect_right(self.epochs, epoch) - 1
+        if i < 0:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        return self.epochs[i], self.start_offsets[i + 1]
+
+    def epoch_for_offset(self, offset: int) -> int:
+        i = bisect.bisect_right(self.start_offsets, offset) - 1
+        return self.epochs[i] if i >= 0 else UNDEFINED_EPOCH
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """The log was cut at ``end_offset``: forget epochs that start at or after it."""
+        keep = bisect.bisect_left(self.start_offsets, end_offset)
+        if keep < len(self.epochs):
+            del self.epochs[keep:]
+            del self.start_offsets[keep:]
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: the epoch covering it starts there."""
+        i = bisect.bisect_right(self.start_offsets, start_offset) - 1
+        if i < 0:
+            return
+        if i > 0 or self.start_offsets[0] != start_offset:
+            del self.epochs[:i]
+            del self.start_offsets[:i]
+            self.start_offsets[0] = start_offset
+            self._flush()
+
+    def clear(self) -> None:
+        self.epochs.clear()
+        self.start_offsets.clear()
+        self._flush()
+
+    def _flush(self) -> None:
+        write_checkpoint(self.path, [(str(e), str(o)) for e, o in zip(self.epochs, self.start_offsets, strict=True)])

@@ -1,0 +1,399 @@
+"""PartitionLog: one partition's ordered list of LogSegments and everything done to it.
+
+Directory ``<log.dir>/<topic>-<partition>/`` holds the segments, ``leader-epoch-checkpoint``
+and ``partition.metadata`` (topic id). Invariants: segments are sorted by base offset and
+contiguous; only the last (active) segment is appended to; ``log_start_offset`` lies within
+[first segment base, log_end_offset]; the recovery point is <= log_end_offset and everything
+below it has been fsynced. Appends validate each batch header and CRC, assign offsets by
+patching the batch bytes and write them with one ``os.write``; records are not parsed
+except where Kafka requires it (keys of compacted topics).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+from kbroker.protocol.errors import ErrorCode, InvalidRecordError, KafkaError
+from kbroker.protocol.records import (
+    BatchHeader,
+    iter_records,
+    patch_base_offset,
+    patch_leader_epoch,
+    set_log_append_time,
+    split_batches,
+)
+
+from .file_io import replace_atomically
+from .leader_epoch_cache import LeaderEpochCache
+from .log_config import LogConfig
+from .segment import AppendedBatch, LogSegment
+
+log = logging.getLogger(__name__)
+
+PARTITION_METADATA_FILE = "partition.metadata"
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+@dataclass(slots=True, frozen=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(slots=True, frozen=True)
+class FetchSlice:
+    """A byte range of one segment file holding whole batches (the last may be cut short)."""
+
+    segment: LogSegment
+    position: int
+    length: int
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments: list[LogSegment] = []
+        self.base_offsets: list[int] = []
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.leader_epoch_cache = LeaderEpochCache(directory)
+        self.unflushed_messages = 0
+        self.last_flush_ms = int(time.time() * 1000)
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: str, topic: str, partition: int, topic_id: str, config: LogConfig) -> PartitionLog:
+        os.makedirs(directory, exist_ok=True)
+        write_partition_metadata(directory, topic_id)
+        plog = cls(directory, topic, partition, config)
+        plog._add_segment(LogSegment(directory, 0, config.index_interval_bytes))
+        return plog
+
+    def load(self, clean_shutdown: bool) -> None:
+        """Open every segment; recover (CRC scan, index rebuild) those past the recovery point.
+
+        After an unclean shutdown every segment at or after the recovery point is scanned and
+        a torn tail is truncated; what was cut is logged.
+        """
+        bases = sorted(
+            int(name[:-4]) for name in os.listdir(self.directory) if name.endswith(".log")
+        )
+        if not bases:
+            bases = [self.log_start_offset]
+        started = time.monotonic()
+        for i, base in enumerate(bases):
+            segment = LogSegment(self.directory, base, self.config.index_interval_bytes)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            must_recover = not clean_shutdown and (next_base is None or next_base > self.recovery_point)
+            if must_recover or not segment.load_without_recovery():
+                truncated = segment.recover()
+                if truncated:
+                    log.warning(
+                        "recovery: %s-%d segment %d: truncated %d bytes of torn or corrupt tail "
+                        "(log end offset now %d)",
+                        self.topic, self.partition, base, truncated, segment.next_offset,
+                    )
+                    # Anything after a corrupt point is unreachable: drop later segments.
+                    for later in bases[i + 1 :]:
+                        LogSegment(self.directory, later, self.config.index_interval_bytes).delete()
+                    self._add_segment(segment)
+                    break
+            self._add_segment(segment)
+            if time.monotonic() - started > 1.0 and i + 1 < len(bases):
+                log.info("recovery: %s-%d loaded %d/%d segments", self.topic, self.partition, i + 1, len(bases))
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self.segments.append(segment)
+        self.base_offsets.append(segment.base_offset)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active_segment.next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def close(self) -> None:
+        self.active_segment.on_become_inactive()
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # --- append ---------------------------------------------------------------------------
+
+    def append_as_leader(self, records: memoryview, leader_epoch: int, now_ms: int) -> AppendInfo:
+        """Validate a produce payload, assign offsets in place and write it.
+
+        ``records`` must be writable (offsets, epoch and LogAppendTime are patched into it).
+        """
+        batches = split_batches(records)
+        self._validate(records, batches, now_ms)
+        offset = self.log_end_offset
+        appended: list[AppendedBatch] = []
+        append_time = now_ms if self.config.log_append_time else -1
+        for pos, header in batches:
+            patch_base_offset(records, pos, offset)
+            patch_leader_epoch(records, pos, leader_epoch)
+            if self.config.log_append_time:
+                set_log_append_time(records, pos, header.size, now_ms)
+            max_ts = now_ms if self.config.log_append_time else header.max_timestamp
+            appended.append(AppendedBatch(pos, offset + header.last_offset_delta, max_ts))
+            offset += header.record_count
+        first = self.log_end_offset
+        self._append(records, appended, first, offset - 1, now_ms)
+        self.leader_epoch_cache.assign(leader_epoch, first)
+        self.unflushed_messages += offset - first
+        self._maybe_flush(now_ms)
+        return AppendInfo(first, offset - 1, append_time, self.log_start_offset)
+
+    def _validate(self, records: memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        config = self.config
+        for index, (pos, header) in enumerate(batches):
+            if header.size > config.max_message_bytes:
+                raise KafkaError(
+                    ErrorCode.message_too_large,
+                    f"batch of {header.size} bytes exceeds max.message.bytes "
+                    f"{config.max_message_bytes}",
+                )
+            if header.is_control:
+                raise KafkaError(ErrorCode.invalid_record, "clients may not produce control batches")
+            if not config.log_append_time:
+                if header.max_timestamp > now_ms + config.timestamp_after_max_ms or (
+                    header.base_timestamp >= 0
+                    and header.base_timestamp < now_ms - config.timestamp_before_max_ms
+                ):
+                    raise InvalidRecordError(
+                        ErrorCode.invalid_timestamp,
+                        "record timestamp is out of the range allowed by "
+                        "message.timestamp.before.max.ms / message.timestamp.after.max.ms",
+                        [(index, None)],
+                    )
+            if config.compact:
+                whole = records[pos : pos + header.size]
+                for i, record in enumerate(iter_records(whole)):
+                    if record.key is None:
+                        raise InvalidRecordError(
+                            ErrorCode.invalid_record,
+                            "Compacted topic cannot accept message without key in topic "
+                            f"partition {self.topic}-{self.partition}.",
+                            [(i, None)],
+                        )
+
+    def _append(self, payload: memoryview, batches: list[AppendedBatch], first: int, last: int, now_ms: int) -> None:
+        active = self.active_segment
+        if not active.is_empty and (
+            active.size + len(payload) > self.config.segment_bytes
+            or last - active.base_offset > _MAX_RELATIVE_OFFSET
+            or now_ms - (active.first_batch_timestamp_ms or now_ms) >= self.config.segment_ms
+        ):
+            self.roll()
+        self.active_segment.append(payload, batches)
+
+    def roll(self) -> LogSegment:
+        """Close the active segment for appends and start a new one at the log end offset."""
+        old = self.active_segment
+        if old.is_empty:
+            return old
+        old.on_become_inactive()
+        old.fsync()  # what rolls off is durable; recovery after a crash starts here
+        self.recovery_point = max(self.recovery_point, self.log_end_offset)
+        segment = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
+        self._add_segment(segment)
+        return segment
+
+    def _maybe_flush(self, now_ms: int) -> None:
+        if (
+            self.unflushed_messages >= self.config.flush_messages
+            or now_ms - self.last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush(now_ms)
+
+    def flush(self, now_ms: int) -> None:
+        """fsync the active segment (flush.messages / flush.ms ask for this)."""
+        self.active_segment.fsync()
+        self.recovery_point = self.log_end_offset
+        self.unflushed_messages = 0
+        self.last_flush_ms = now_ms
+
+    # --- read -----------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> FetchSlice | None:
+        """Whole batches from the one containing ``offset``, up to ``max_offset`` (exclusive).
+
+        Raises OFFSET_OUT_OF_RANGE outside [log_start_offset, log_end_offset]. Returns None
+        when there is nothing to read yet. KIP-74: with ``min_one_batch`` the first batch is
+        returned whole even if larger than ``max_bytes``.
+        """
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
+            )
+        if offset >= max_offset:
+            return None
+        i = bisect.bisect_right(self.base_offsets, offset) - 1
+        while i < len(self.segments):
+            segment = self.segments[i]
+            batch = segment.find_batch(offset)
+            if batch is not None:
+                end = segment.size if max_offset >= segment.next_offset else segment.position_of(max_offset)
+                available = end - batch.position
+                if available <= 0:
+                    return None
+                length = min(max_bytes, available)
+                if min_one_batch:
+                    length = max(length, min(batch.size, available))
+                if length <= 0:
+                    return None
+                return FetchSlice(segment, batch.position, length)
+            i += 1
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``timestamp``, if any."""
+        for segment in self.segments:
+            if segment.max_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp)
+                if found is not None and found[0] >= self.log_start_offset:
+                    return found
+                if found is not None:
+                    return self.log_start_offset, found[1]
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        best = max(self.segments, key=lambda s: s.max_timestamp)
+        if best.max_timestamp < 0:
+            return None
+        batch = best.find_batch(best.offset_of_max_timestamp)
+        if batch is None:
+            return None
+        for record in iter_records(best.read_bytes(batch.position, batch.size)):
+            if record.timestamp == best.max_timestamp:
+                return record.offset, record.timestamp
+        return batch.last_offset, best.max_timestamp
+
+    # --- truncation, deletion, retention --------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at or after ``offset`` (follower divergence, unclean election)."""
+        if offset >= self.log_end_offset:
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self.base_offsets.pop()
+        removed = self.active_segment.truncate_to(offset)
+        log.info("truncated %s-%d to offset %d (%d bytes)", self.topic, self.partition, offset, removed)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+
+    def delete_records_before(self, offset: int, high_watermark: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (<= high watermark)."""
+        if offset < 0 or offset > high_watermark:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"cannot delete before {offset}: high watermark is {high_watermark}",
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self._delete_segments_below(offset)
+        return self.log_start_offset
+
+    def _delete_segments_below(self, offset: int) -> int:
+        """Delete segments entirely below ``offset``; rolls first if that is all of them."""
+        if self.active_segment.next_offset <= offset and not self.active_segment.is_empty:
+            self.roll()
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            self.segments.pop(0).delete()
+            self.base_offsets.pop(0)
+            deleted += 1
+        return deleted
+
+    def enforce_retention(self, now_ms: int, high_watermark: int) -> int:
+        """Delete segments past retention.ms / retention.bytes; returns how many."""
+        if not self.config.delete:
+            return 0
+        cutoff = 0
+        candidates = [s for s in self.segments if s.next_offset <= high_watermark and not s.is_empty]
+        if self.config.retention_ms >= 0:
+            for segment in candidates:
+                if now_ms - segment.largest_timestamp() <= self.config.retention_ms:
+                    break
+                cutoff = segment.next_offset
+        if self.config.retention_bytes >= 0:
+            excess = self.size_in_bytes - self.config.retention_bytes
+            for segment in candidates:
+                if excess < segment.size:
+                    break
+                excess -= segment.size
+                cutoff = max(cutoff, segment.next_offset)
+        if cutoff <= self.log_start_offset and cutoff <= self.segments[0].base_offset:
+            return 0
+        deleted = self._delete_segments_below(cutoff)
+        if deleted:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            log.info(
+                "retention: %s-%d deleted %d segment(s); log start offset now %d",
+                self.topic, self.partition, deleted, self.log_start_offset,
+            )
+        return deleted
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+
+def write_partition_metadata(directory: str, topic_id: str) -> None:
+    replace_atomically(
+        os.path.join(directory, PARTITION_METADATA_FILE),
+        f"version: 0\ntopic_id: {topic_id}\n".encode(),
+    )
+
+
+def read_partition_metadata(directory: str) -> str | None:
+    path = os.path.join(directory, PARTITION_METADATA_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "topic_id":
+                    return value.strip()
+    except FileNotFoundError:
+        return None
+    return None

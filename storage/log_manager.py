@@ -1,0 +1,138 @@
+"""LogManager: every PartitionLog in every ``log.dirs`` directory, their checkpoints and startup.
+
+Per log directory (Kafka's layout): ``recovery-point-offset-checkpoint`` and
+``log-start-offset-checkpoint`` (``topic partition offset`` entries) and the
+``.kafka_cleanshutdown`` marker, written last by a clean shutdown and removed at start-up.
+Without the marker, segments past each partition's recovery point are CRC-scanned and a torn
+tail is cut (``PartitionLog.load``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+
+from .checkpoint import read_checkpoint, write_checkpoint
+from .file_io import fsync_dir, replace_atomically
+from .log import PartitionLog, read_partition_metadata
+from .log_config import LogConfig
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+
+TopicPartition = tuple[str, int]
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], config_for: Callable[[str], LogConfig]) -> None:
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.config_for = config_for
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self.topic_ids: dict[str, str] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+
+    def startup(self) -> None:
+        """Load every partition log found on disk, recovering after an unclean shutdown."""
+        started = time.monotonic()
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+            clean = os.path.exists(marker)
+            has_logs = any(parse_partition_dir(n) for n in os.listdir(log_dir))
+            if not clean and has_logs:
+                log.warning("log dir %s was not shut down cleanly: recovering unflushed segments", log_dir)
+            recovery_points = _offsets(os.path.join(log_dir, RECOVERY_POINT_FILE))
+            start_offsets = _offsets(os.path.join(log_dir, LOG_START_OFFSET_FILE))
+            for name in sorted(os.listdir(log_dir)):
+                path = os.path.join(log_dir, name)
+                tp = parse_partition_dir(name)
+                if tp is None or not os.path.isdir(path):
+                    continue
+                plog = PartitionLog(
+                    path, tp[0], tp[1], self.config_for(tp[0]),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    recovery_point=recovery_points.get(tp, 0),
+                )
+                plog.load(clean_shutdown=clean)
+                self.logs[tp] = plog
+                self._dir_of[tp] = log_dir
+                topic_id = read_partition_metadata(path)
+                if topic_id:
+                    self.topic_ids[tp[0]] = topic_id
+            if clean:
+                os.unlink(marker)
+                fsync_dir(log_dir)
+        log.info("loaded %d partition logs in %.2fs", len(self.logs), time.monotonic() - started)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def create(self, topic: str, partition: int, topic_id: str) -> PartitionLog:
+        existing = self.logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        path = os.path.join(log_dir, f"{topic}-{partition}")
+        plog = PartitionLog.create(path, topic, partition, topic_id, self.config_for(topic))
+        self.logs[(topic, partition)] = plog
+        self._dir_of[(topic, partition)] = log_dir
+        self.topic_ids[topic] = topic_id
+        return plog
+
+    def delete(self, topic: str, partition: int) -> None:
+        plog = self.logs.pop((topic, partition), None)
+        self._dir_of.pop((topic, partition), None)
+        if plog is not None:
+            plog.delete()
+
+    def dir_of(self, topic: str, partition: int) -> str:
+        return self._dir_of[(topic, partition)]
+
+    def reconfigure(self, topic: str) -> None:
+        config = self.config_for(topic)
+        for (t, _p), plog in self.logs.items():
+            if t == topic:
+                plog.update_config(config)
+
+    def checkpoint(self) -> None:
+        """Write recovery points and log start offsets for every log dir."""
+        for log_dir in self.log_dirs:
+            tps = sorted(tp for tp, d in self._dir_of.items() if d == log_dir)
+            write_checkpoint(
+                os.path.join(log_dir, RECOVERY_POINT_FILE),
+                [(t, str(p), str(self.logs[(t, p)].recovery_point)) for t, p in tps],
+            )
+            write_checkpoint(
+                os.path.join(log_dir, LOG_START_OFFSET_FILE),
+                [(t, str(p), str(self.logs[(t, p)].log_start_offset)) for t, p in tps],
+            )
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint, then mark each dir cleanly shut down."""
+        now_ms = int(time.time() * 1000)
+        for plog in self.logs.values():
+            plog.flush(now_ms)
+            plog.close()
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            replace_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), b"")
+        self.logs.clear()
+
+
+def _offsets(path: str) -> dict[TopicPartition, int]:
+    return {(t, int(p)): int(o) for t, p, o in read_checkpoint(path, 3)}
