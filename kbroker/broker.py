@@ -60,7 +60,7 @@ class Broker:
     def advertised(self) -> tuple[str, int]:
         """host, port clients are told to use (first advertised listener)."""
         listeners = self.config.advertised_listeners
-        name, host, port = listeners[0]
+        _name, host, port = listeners[0]
         if port == 0 and self.bound:
             port = self.bound[0][2]
         return host or "localhost", port

@@ -30,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def _serve(config: KafkaConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     broker = Broker(config)
     await broker.start()
     listens = ", ".join(f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in broker.bound)
@@ -37,10 +41,6 @@ async def _serve(config: KafkaConfig) -> None:
     ignored = config.ignored_keys()
     if ignored:
         logging.getLogger("kbroker").info("accepted but not acted on: %s", ", ".join(ignored))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await broker.stop()
 
@@ -56,5 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kbroker: configuration error: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(_serve(config))
+    try:
+        asyncio.run(_serve(config))
+    except (OSError, RuntimeError) as exc:  # port in use, unreadable log dir, foreign meta.properties
+        print(f"kbroker: cannot start: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -35,6 +35,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.max_request_bytes = max_request_bytes
         self.buffer = bytearray(_INITIAL_BUFFER)
         self.filled = 0
+        self.frame_end = 0  # buffer length the incomplete frame at position 0 needs
         self.frames: collections.deque[bytearray] = collections.deque()
         self.frame_ready = asyncio.Event()
         self.transport: asyncio.Transport | None = None
@@ -53,13 +54,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.dispatcher.connections.add(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if len(self.buffer) - self.filled < max(sizehint, 4096):
-            self.buffer.extend(bytes(max(len(self.buffer), sizehint)))
+        # The buffer is resized only here: the transport holds the view returned below until
+        # buffer_updated() returns, and a bytearray with a live view cannot change size.
+        needed = max(sizehint, 4096, self.frame_end - self.filled)
+        if len(self.buffer) - self.filled < needed:
+            # Room for the whole pending frame, so the next read can complete it.
+            self.buffer.extend(bytes(max(len(self.buffer), needed)))
+        elif len(self.buffer) > 4 * _INITIAL_BUFFER and self.filled + needed <= _INITIAL_BUFFER:
+            del self.buffer[_INITIAL_BUFFER:]
         return memoryview(self.buffer)[self.filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
         self.filled += nbytes
         start = 0
+        frame_end = 0
         buf = self.buffer
         while self.filled - start >= 4:
             (size,) = _SIZE.unpack_from(buf, start)
@@ -71,14 +79,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.close()
                 return
             if self.filled - start - 4 < size:
-                if len(buf) < size + 4:
-                    # Make room for the whole frame so the next read can complete it.
-                    self._compact(start)
-                    start = 0
-                    buf.extend(bytes(size + 4 - len(buf)))
+                frame_end = size + 4  # where the pending frame ends once compacted to 0
                 break
             self.frames.append(buf[start + 4 : start + 4 + size])
             start += 4 + size
+        self.frame_end = frame_end
         if start:
             self._compact(start)
         if self.frames:
@@ -88,8 +93,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         remaining = self.filled - start
         self.buffer[:remaining] = self.buffer[start : self.filled]
         self.filled = remaining
-        if len(self.buffer) > 4 * _INITIAL_BUFFER and self.filled < _INITIAL_BUFFER:
-            del self.buffer[_INITIAL_BUFFER:]
 
     def eof_received(self) -> bool | None:
         return None  # close our side too

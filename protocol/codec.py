@@ -13,19 +13,24 @@ handlers that own them.
 
 from __future__ import annotations
 
+import datetime
 import io
-import sys
 import struct
+import sys
+import uuid
 from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
-from kio.index import UnknownEntity, load_request_schema, load_response_schema
+from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from .array_guard import check_array_counts
 from .tagged_reader import read_entity_skipping_unknown_tags
 
 API_VERSIONS_KEY = 18
+NO_THROTTLE = datetime.timedelta(0)  # throttle_time_ms: kbroker has no quotas yet
+ZERO_UUID = uuid.UUID(int=0)  # "no topic id" on the wire
 
 _HEADER_FIXED = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
@@ -106,7 +111,7 @@ def request_schema(api_key: int, api_version: int) -> type | None:
     """The kio request class for a version, or None if kio has no such version."""
     try:
         return load_request_schema(api_key, api_version)
-    except (UnknownEntity, KeyError, ValueError, ImportError):
+    except (KioIndexError, KeyError, ValueError, ImportError):  # unknown key or version
         return None
 
 
@@ -124,6 +129,7 @@ def decode_request_body(schema: type, frame: memoryview, offset: int) -> Any:
     """Decode a request body with kio, skipping unknown tagged fields (KIP-482)."""
     frame = frame.toreadonly()  # kio's native readers refuse writable buffers
     try:
+        check_array_counts(schema, frame, offset)  # kio would preallocate a huge count and abort
         try:
             value, _size = entity_reader(schema)(frame, offset)
         except KeyError:

@@ -45,6 +45,8 @@ def _snappy_decompress(data: bytes) -> bytes:
     out = bytearray()
     pos = _XERIAL_HEADER_SIZE
     while pos < len(data):
+        if len(data) - pos < 4 or data[pos] & 0x80:
+            raise KafkaError(ErrorCode.corrupt_message, "xerial snappy chunk length is cut or negative")
         (length,) = struct.unpack_from(">i", data, pos)
         pos += 4
         out += cramjam.snappy.decompress_raw(data[pos : pos + length])

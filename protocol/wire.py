@@ -20,7 +20,7 @@ _I32 = struct.Struct(">i")
 class Reader:
     """Cursor over a request frame; every read checks bounds and raises MalformedRequest."""
 
-    __slots__ = ("buf", "pos", "flexible")
+    __slots__ = ("buf", "flexible", "pos")
 
     def __init__(self, buf: memoryview, pos: int, flexible: bool) -> None:
         self.buf = buf
@@ -82,7 +82,7 @@ class Reader:
 class Writer:
     """Appends protocol fields to a bytearray in legacy or compact (flexible) form."""
 
-    __slots__ = ("out", "flexible")
+    __slots__ = ("flexible", "out")
 
     def __init__(self, flexible: bool, out: bytearray | None = None) -> None:
         self.out = out if out is not None else bytearray()

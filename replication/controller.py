@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -149,14 +149,19 @@ class Controller:
         partitions = self.default_partitions if num_partitions == -1 else num_partitions
         replication = self.default_replication_factor if replication_factor == -1 else replication_factor
         if partitions <= 0:
-            raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+            raise KafkaError(
+                ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value."
+            )
         if replication <= 0:
-            raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0, or -1 to use the default value.")
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
         if replication > 1:
             raise KafkaError(
                 ErrorCode.invalid_replication_factor,
                 f"Unable to replicate the partition {replication} time(s): The target replication "
-                "factor of " f"{replication} cannot be reached because only 1 broker(s) are registered.",
+                f"factor of {replication} cannot be reached because only 1 broker(s) are registered.",
             )
         overrides = self._validated(configs)
         info = TopicInfo(name, uuid.uuid4(), partitions, replication, overrides)
@@ -199,6 +204,32 @@ class Controller:
         self._persist()
         for index in range(old, count):
             self.replica_manager.make_leader(name, index, info.topic_id)
+
+    def check_replica_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
+        """Raise INVALID_REPLICA_ASSIGNMENT unless every partition's replicas are exactly this node.
+
+        A single-node cluster can only place a partition here, once; Kafka rejects the other
+        assignments (an empty list, a broker twice, an unregistered broker) with this code and
+        these messages.
+        """
+        for replicas in replica_lists:
+            if not replicas:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    "The manual partition assignment includes an empty replica list.",
+                )
+            for broker_id in replicas:
+                if replicas.count(broker_id) > 1:
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"The manual partition assignment includes the broker {broker_id} more than once.",
+                    )
+                if broker_id != self.node_id:
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"The manual partition assignment includes broker {broker_id}, but no "
+                        "such broker is registered.",
+                    )
 
     # --- configs --------------------------------------------------------------------------
 

@@ -43,6 +43,18 @@ class Partition:
         # No transactions yet: everything below the high watermark is stable.
         return self.high_watermark
 
+    def leader_epoch_error(self, current_leader_epoch: int) -> ErrorCode:
+        """KIP-320: a client naming the leader epoch it believes in must agree with ours.
+
+        Older than ours: the client's metadata is stale (FENCED_LEADER_EPOCH); newer: ours is
+        (UNKNOWN_LEADER_EPOCH). -1 means the client does not know, and is never an error.
+        """
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.none
+        if current_leader_epoch > self.leader_epoch:
+            return ErrorCode.unknown_leader_epoch
+        return ErrorCode.fenced_leader_epoch
+
     def append_as_leader(self, records: memoryview, required_acks: int, now_ms: int) -> AppendInfo:
         if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
             raise KafkaError(

@@ -168,13 +168,9 @@ class ReplicaManager:
             last_stable_offset=partition.last_stable_offset,
             log_start_offset=partition.log_start_offset,
         )
-        if request.current_leader_epoch >= 0:
-            if request.current_leader_epoch > partition.leader_epoch:
-                result.error = ErrorCode.unknown_leader_epoch
-                return result
-            if request.current_leader_epoch < partition.leader_epoch:
-                result.error = ErrorCode.fenced_leader_epoch
-                return result
+        result.error = partition.leader_epoch_error(request.current_leader_epoch)
+        if result.error:
+            return result
         bound = partition.last_stable_offset if isolation_level == READ_COMMITTED else partition.high_watermark
         limit = min(request.max_bytes, remaining)
         try:

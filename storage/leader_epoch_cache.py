@@ -44,18 +44,19 @@ class LeaderEpochCache:
         self._flush()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(largest epoch <= ``epoch``, the offset where that epoch ended).
+        """(largest epoch <= ``epoch``, the offset where that epoch ended), as Kafka answers.
 
-        For the latest epoch the end is the log end offset. Unknown (older than all):
-        (UNDEFINED_EPOCH, UNDEFINED_OFFSET), as Kafka answers.
+        For the latest epoch the end is the log end offset. Newer than all known (or
+        UNDEFINED_EPOCH): (UNDEFINED_EPOCH, UNDEFINED_OFFSET). Older than all known (its
+        history was deleted): ``epoch`` itself and the start of the first known epoch.
         """
-        if not self.epochs:
+        if epoch == UNDEFINED_EPOCH or not self.epochs or epoch > self.epochs[-1]:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if epoch >= self.epochs[-1]:
-            return self.epochs[-1], log_end_offset
+        if epoch == self.epochs[-1]:
+            return epoch, log_end_offset
         i = bisect.bisect_right(self.epochs, epoch) - 1
         if i < 0:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+            return epoch, self.start_offsets[0]
         return self.epochs[i], self.start_offsets[i + 1]
 
     def epoch_for_offset(self, offset: int) -> int:

@@ -65,8 +65,8 @@ def _d(name: str, kind: ConfigType, default: str, doc: str, *synonyms: str | tup
     return TopicConfigDef(name, kind, default, doc, syn, valid, minimum)
 
 
-B, S, I, L, D, LS = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
-                     ConfigType.DOUBLE, ConfigType.LIST)
+B, S, INT, L, D, LS = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
+                       ConfigType.DOUBLE, ConfigType.LIST)
 _HOUR, _MIN = 3_600_000, 60_000
 
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
@@ -74,14 +74,14 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     for d in [
         _d("cleanup.policy", LS, "delete", "Retention policy: delete, compact, or both.",
            "log.cleanup.policy", valid=("delete", "compact")),
-        _d("compression.gzip.level", I, "-1", "gzip level when compression.type=gzip.",
+        _d("compression.gzip.level", INT, "-1", "gzip level when compression.type=gzip.",
            "compression.gzip.level"),
-        _d("compression.lz4.level", I, "9", "lz4 level when compression.type=lz4.",
+        _d("compression.lz4.level", INT, "9", "lz4 level when compression.type=lz4.",
            "compression.lz4.level"),
         _d("compression.type", S, "producer", "Final compression of the topic's batches.",
            "compression.type",
            valid=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-        _d("compression.zstd.level", I, "3", "zstd level when compression.type=zstd.",
+        _d("compression.zstd.level", INT, "3", "zstd level when compression.type=zstd.",
            "compression.zstd.level"),
         _d("delete.retention.ms", L, "86400000", "How long tombstones are kept on compacted topics.",
            "log.cleaner.delete.retention.ms", minimum=0),
@@ -92,7 +92,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _d("flush.ms", L, str(MAX_LONG), "fsync after this many milliseconds.",
            "log.flush.interval.ms", minimum=0),
         _d("follower.replication.throttled.replicas", LS, "", "Replicas throttled as followers."),
-        _d("index.interval.bytes", I, "4096", "Bytes of log between offset index entries.",
+        _d("index.interval.bytes", INT, "4096", "Bytes of log between offset index entries.",
            "log.index.interval.bytes", minimum=0),
         _d("leader.replication.throttled.replicas", LS, "", "Replicas throttled as leaders."),
         _d("local.retention.bytes", L, "-2", "Local retention size (-2: use retention.bytes).",
@@ -101,7 +101,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
            "log.local.retention.ms", minimum=-2),
         _d("max.compaction.lag.ms", L, str(MAX_LONG), "Longest a record stays uncompacted.",
            "log.cleaner.max.compaction.lag.ms", minimum=1),
-        _d("max.message.bytes", I, "1048588", "Largest record batch accepted, after compression.",
+        _d("max.message.bytes", INT, "1048588", "Largest record batch accepted, after compression.",
            "message.max.bytes", minimum=0),
         _d("message.timestamp.after.max.ms", L, "3600000",
            "How far in the future a CreateTime timestamp may be.",
@@ -115,7 +115,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
            "log.cleaner.min.cleanable.ratio", minimum=0),
         _d("min.compaction.lag.ms", L, "0", "Shortest time a record stays uncompacted.",
            "log.cleaner.min.compaction.lag.ms", minimum=0),
-        _d("min.insync.replicas", I, "1", "In-sync replicas needed for an acks=all write.",
+        _d("min.insync.replicas", INT, "1", "In-sync replicas needed for an acks=all write.",
            "min.insync.replicas", minimum=1),
         _d("preallocate", B, "false", "Preallocate segment files.", "log.preallocate"),
         _d("remote.log.copy.disable", B, "false", "Stop copying to tiered storage."),
@@ -126,9 +126,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _d("retention.ms", L, "604800000", "Age after which old segments are deleted (-1: never).",
            "log.retention.ms", ("log.retention.minutes", _MIN), ("log.retention.hours", _HOUR),
            minimum=-1),
-        _d("segment.bytes", I, "1073741824", "Segment file size.", "log.segment.bytes",
+        _d("segment.bytes", INT, "1073741824", "Segment file size.", "log.segment.bytes",
            minimum=1024 * 1024),
-        _d("segment.index.bytes", I, "10485760", "Offset index file size.",
+        _d("segment.index.bytes", INT, "10485760", "Offset index file size.",
            "log.index.size.max.bytes", minimum=4),
         _d("segment.jitter.ms", L, "0", "Random jitter subtracted from the roll time.",
            "log.roll.jitter.ms", ("log.roll.jitter.hours", _HOUR), minimum=0),

@@ -42,7 +42,7 @@ class BrokerProcess:
         args = [sys.executable, "-m", "kbroker", "serve"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
-        log = open(self.log_path, "a")  # noqa: SIM115 - the child owns it
+        log = open(self.log_path, "a")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
         log.close()
         assert self.proc.stdout is not None

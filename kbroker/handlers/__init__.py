@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from . import alter_configs as alter_configs
 from . import (
     api_versions,
     create_partitions,
@@ -27,7 +28,6 @@ from . import (
     offset_for_leader_epoch,
     produce,
 )
-from . import alter_configs as alter_configs
 
 _MODULES: list[ModuleType] = [
     produce,

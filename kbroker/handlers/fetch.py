@@ -47,20 +47,23 @@ async def handle(ctx: RequestContext, request: object) -> EncodedResponse:
     controller = broker.controller
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:
-        return EncodedResponse([_encode_error(ctx.header.correlation_id, version, ErrorCode.fetch_session_id_not_found)])
+        error = ErrorCode.fetch_session_id_not_found
+        return EncodedResponse([_encode_error(ctx.header.correlation_id, version, error)])
     wanted: list[FetchRequestPartition] = []
     keys: list[tuple[str | None, uuid.UUID | None, int, ErrorCode]] = []
+    by_id = version >= FIRST_TOPIC_ID
     for topic in request.topics:
-        topic_id = getattr(topic, "topic_id", None)
-        if topic_id is not None:
-            info = controller.topics_by_id.get(topic_id)
+        if by_id:
+            topic_id = topic.topic_id  # kio reads the zero UUID as None: never a known id
+            info = controller.topics_by_id.get(topic_id) if topic_id is not None else None
             name, missing = (info.name if info else None), ErrorCode.unknown_topic_id
         else:
+            topic_id = None
             name, missing = topic.topic, ErrorCode.unknown_topic_or_partition
             info = controller.topics.get(name)
         for p in topic.partitions:
             error = ErrorCode.none if info is not None else missing
-            keys.append((topic.topic if topic_id is None else None, topic_id, p.partition, error))
+            keys.append((None if by_id else topic.topic, topic_id, p.partition, error))
             wanted.append(FetchRequestPartition(
                 name or "", p.partition, p.fetch_offset, p.partition_max_bytes,
                 getattr(p, "current_leader_epoch", -1),

@@ -12,10 +12,9 @@ request and the topic appears ~50 ms later; kbroker creates synchronously and re
 from __future__ import annotations
 
 import datetime
-import uuid
 
 from kbroker.context import RequestContext
-from kbroker.protocol.codec import build, response_module
+from kbroker.protocol.codec import ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 3
@@ -25,7 +24,7 @@ MAX_VERSION = 13
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no ACLs, all allowed.
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-ZERO_UUID = uuid.UUID(int=0)
+
 
 
 async def handle(ctx: RequestContext, request: object) -> object:

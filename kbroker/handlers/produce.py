@@ -32,7 +32,7 @@ _INT64 = struct.Struct(">q")
 
 
 class ProduceRequest:
-    __slots__ = ("transactional_id", "acks", "timeout_ms", "topics")
+    __slots__ = ("acks", "timeout_ms", "topics", "transactional_id")
 
     def __init__(self, transactional_id: str | None, acks: int, timeout_ms: int,
                  topics: list[tuple[str | None, uuid.UUID | None, list[tuple[int, memoryview | None]]]]) -> None:

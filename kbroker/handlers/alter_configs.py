@@ -1,0 +1,73 @@
+"""AlterConfigs (key 33), v0-2.
+
+TOPIC resources: the given configs replace all of the topic's overrides (keys left out go
+back to their defaults), after validation; validate_only checks and changes nothing.
+Unknown topic UNKNOWN_TOPIC_OR_PARTITION; an unknown key or bad value INVALID_CONFIG; a null
+value, a key given twice, a resource named twice in one request or the topic "" (Kafka's
+"default topic resource") INVALID_REQUEST with Kafka's message. Logs of the topic pick up the
+new configuration at once.
+Deviations: BROKER resources answer INVALID_REQUEST ("dynamic broker configs are not
+supported by kbroker yet"): Kafka can change some broker configs at runtime, kbroker only
+reads them at start-up. BROKER_LOGGER (which Kafka rejects here too) and other resource types
+answer INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from kbroker.config_resources import (
+    DEFAULT_TOPIC_RESOURCE,
+    DUPLICATE_RESOURCE,
+    DYNAMIC_BROKER_CONFIGS_UNSUPPORTED,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    check_broker_resource,
+    duplicate_resources,
+    null_value_error,
+)
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    duplicates = duplicate_resources(request.resources)
+    responses = []
+    for resource in request.resources:
+        error, message = ErrorCode.none, None
+        try:
+            if (resource.resource_type, resource.resource_name) in duplicates:
+                raise KafkaError(ErrorCode.invalid_request, DUPLICATE_RESOURCE)
+            _alter(ctx, resource, request.validate_only)
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        responses.append(build(
+            m.AlterConfigsResourceResponse,
+            error_code=error,
+            error_message=message,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        ))
+    return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))
+
+
+def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
+    if resource.resource_type == RESOURCE_BROKER:
+        check_broker_resource(ctx.broker, resource.resource_name)
+        raise KafkaError(ErrorCode.invalid_request, DYNAMIC_BROKER_CONFIGS_UNSUPPORTED)
+    if resource.resource_type != RESOURCE_TOPIC:
+        raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
+    if resource.resource_name == "":
+        raise KafkaError(ErrorCode.invalid_request, DEFAULT_TOPIC_RESOURCE)
+    overrides: dict[str, str | None] = {}
+    for config in resource.configs:
+        if config.name in overrides:
+            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+        if config.value is None:
+            raise null_value_error(config.name)
+        overrides[config.name] = config.value
+    ctx.broker.controller.set_topic_configs(resource.resource_name, overrides, validate_only)

@@ -1,0 +1,58 @@
+"""CreatePartitions (key 37), v0-3.
+
+Raises a topic's partition count to ``count``; the new partitions are led by this node and
+start empty. validate_only checks and changes nothing. Errors per topic, with Kafka's code
+and message: unknown topic UNKNOWN_TOPIC_OR_PARTITION; a count that is not an increase
+INVALID_PARTITIONS; the same topic twice in one request one INVALID_REQUEST result, as Kafka
+answers. Manual assignments
+must give one replica list per new partition, each exactly this node; otherwise
+INVALID_REPLICA_ASSIGNMENT.
+Deviation: the request timeout is unused; the change is synchronous and done on return.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    controller = ctx.broker.controller
+    counts: dict[str, int] = {}
+    for topic in request.topics:
+        counts[topic.name] = counts.get(topic.name, 0) + 1
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] == 0:
+            continue  # a duplicate, already answered
+        error, message = ErrorCode.none, None
+        try:
+            if counts[topic.name] > 1:
+                counts[topic.name] = 0
+                raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+            # Topic and count problems are reported before assignment problems, as Kafka does.
+            controller.create_partitions(topic.name, topic.count, validate_only=True)
+            if topic.assignments is not None:
+                added = topic.count - controller.topics[topic.name].partitions
+                if len(topic.assignments) != added:
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"Attempted to add {added} additional partition(s), but only "
+                        f"{len(topic.assignments)} assignment(s) were specified.",
+                    )
+                controller.check_replica_assignment(
+                    [a.broker_ids for a in topic.assignments])
+            if not request.validate_only:
+                controller.create_partitions(topic.name, topic.count)
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(build(
+            m.CreatePartitionsTopicResult, name=topic.name, error_code=error, error_message=message
+        ))
+    return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,114 @@
+"""CreateTopics (key 19), v2-7.
+
+Each topic is created by the controller (partition count and replication factor -1 mean
+``num.partitions`` / ``default.replication.factor``; configs are validated as overrides).
+validate_only checks everything and creates nothing. Errors come back per topic with Kafka's
+code and message: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
+INVALID_REPLICATION_FACTOR, INVALID_CONFIG. A name given twice in one request: one
+INVALID_REQUEST result for it, as Kafka answers. Manual assignments are accepted when each
+partition's replicas are exactly this node, partitions numbered 0..n-1, with num_partitions
+and replication_factor both -1; anything else is INVALID_REPLICA_ASSIGNMENT (or
+INVALID_REQUEST when mixed with a count), as with Kafka on a one-broker cluster.
+v5+ results carry the partition count, replication factor and every resolved config (name,
+value, source; sorted by name); v7+ the topic id. A failed topic has the zero topic id, -1
+for both counts and no configs.
+Deviation: the request timeout is unused; creation is synchronous and done on return.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, has_field, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.replication.controller import TopicInfo
+from kbroker.storage.log_config import resolve_topic_configs
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    controller = ctx.broker.controller
+    counts: dict[str, int] = {}
+    for topic in request.topics:
+        counts[topic.name] = counts.get(topic.name, 0) + 1
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] == 0:
+            continue  # a duplicate, already answered
+        info: TopicInfo | None = None
+        error, message = ErrorCode.none, None
+        try:
+            if counts[topic.name] > 1:
+                counts[topic.name] = 0
+                raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+            partitions, replication = _counts(ctx, topic)
+            configs = {c.name: c.value for c in topic.configs}
+            info = controller.create_topic(
+                topic.name, partitions, replication, configs, request.validate_only
+            )
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(_result(ctx, m, topic.name, info, error, message))
+    return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _counts(ctx: RequestContext, topic: object) -> tuple[int, int]:
+    """Partition count and replication factor, from the request or its manual assignment."""
+    if not topic.assignments:
+        return topic.num_partitions, topic.replication_factor
+    if topic.num_partitions != -1:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    if topic.replication_factor != -1:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
+        )
+    indexes = sorted(a.partition_index for a in topic.assignments)
+    if indexes != list(range(len(indexes))):
+        raise KafkaError(
+            ErrorCode.invalid_replica_assignment,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    ctx.broker.controller.check_replica_assignment([a.broker_ids for a in topic.assignments])
+    return len(indexes), 1
+
+
+def _result(
+    ctx: RequestContext,
+    m: object,
+    name: str,
+    info: TopicInfo | None,
+    error: ErrorCode,
+    message: str | None,
+) -> object:
+    configs = ()
+    if info is not None and has_field(m.CreatableTopicResult, "configs"):  # v5+
+        resolved = resolve_topic_configs(info.configs, ctx.broker.controller.broker_setting)
+        configs = tuple(
+            build(
+                m.CreatableTopicConfigs,
+                name=entry.name,
+                value=entry.value,
+                read_only=False,
+                config_source=int(entry.source),
+                is_sensitive=False,
+            )
+            for entry in sorted(resolved.values(), key=lambda e: e.name)
+        )
+    return build(
+        m.CreatableTopicResult,
+        name=name,
+        topic_id=info.topic_id if info is not None else ZERO_UUID,
+        error_code=error,
+        error_message=message,
+        topic_config_error_code=0,
+        num_partitions=info.partitions if info is not None else -1,
+        replication_factor=info.replication_factor if info is not None else -1,
+        configs=configs,
+    )

@@ -1,0 +1,88 @@
+"""DeleteTopics (key 20), v1-6.
+
+Deletes topics by name, or (v6) by topic id (the zero id means "use the name"). The
+catalogue change is persisted first, then the partitions and their logs are removed, so a
+crash in between leaves orphaned logs that are deleted at the next start.
+Errors per topic: unknown name UNKNOWN_TOPIC_OR_PARTITION, unknown id UNKNOWN_TOPIC_ID,
+both name and id given or the same topic twice INVALID_REQUEST. With
+``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED (INVALID_REQUEST
+before v3, which lacks that code), as in Kafka. v6 answers carry each topic's name and id.
+Deviation: the request timeout is unused; deletion is synchronous and done on return.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+FIRST_WITH_DELETION_DISABLED = 3
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    if hasattr(request, "topics"):
+        wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    names = [name for name, topic_id in wanted if topic_id == ZERO_UUID]
+    ids = [topic_id for _name, topic_id in wanted if topic_id != ZERO_UUID]
+    enabled = ctx.broker.config.get_bool("delete.topic.enable")
+    results = []
+    for name, topic_id in wanted:
+        try:
+            if not enabled:
+                code = (
+                    ErrorCode.topic_deletion_disabled
+                    if ctx.api_version >= FIRST_WITH_DELETION_DISABLED
+                    else ErrorCode.invalid_request
+                )
+                raise KafkaError(code, "Topic deletion is disabled.")
+            name, topic_id = _delete(ctx, name, topic_id, names, ids)
+            error, message = ErrorCode.none, None
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(build(
+            m.DeletableTopicResult,
+            name=name,
+            topic_id=topic_id,
+            error_code=error,
+            error_message=message,
+        ))
+    return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def _delete(
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, names: list, ids: list
+) -> tuple[str | None, uuid.UUID]:
+    """Delete one topic; returns its (name, id) for the answer."""
+    controller = ctx.broker.controller
+    if topic_id != ZERO_UUID:
+        if name is not None:
+            raise KafkaError(
+                ErrorCode.invalid_request, "You may not specify both topic name and topic id."
+            )
+        if ids.count(topic_id) > 1:
+            raise KafkaError(ErrorCode.invalid_request, "Duplicate topic id.")
+        info = controller.topics_by_id.get(topic_id)
+        if info is None:
+            raise KafkaError(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+        name = info.name
+    else:
+        if name is None:
+            raise KafkaError(ErrorCode.invalid_request, "Neither topic name nor id was specified.")
+        if names.count(name) > 1:
+            raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+        info = controller.topics.get(name)
+        if info is None:
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+    controller.delete_topic(info.name)
+    return name, info.topic_id

@@ -1,0 +1,62 @@
+"""DescribeCluster (key 60), v0-2.
+
+Answers the cluster id, the controller (this node) and the brokers: this node with its
+advertised host and port, never fenced. endpoint_type (v1+) must be 1 (brokers), as on a
+Kafka broker listener: asking for controllers (2) is MISMATCHED_ENDPOINT_TYPE, anything else
+UNSUPPORTED_ENDPOINT_TYPE, both answered with endpoint type 1 and no brokers.
+include_fenced_brokers (v2) changes nothing: no broker is fenced.
+Cluster authorized operations are returned only when asked for, and then all of them (no
+ACLs yet); otherwise Kafka's "omitted" value, INT32_MIN.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode
+
+from .metadata import AUTHORIZED_OPERATIONS_OMITTED
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+ENDPOINT_BROKERS = 1
+ENDPOINT_CONTROLLERS = 2
+# ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE:
+# the operations Kafka defines on the cluster resource; without ACLs every one is allowed.
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    broker = ctx.broker
+    m = response_module(API_KEY, ctx.api_version)
+    endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKERS)
+    error, message = ErrorCode.none, None
+    brokers: tuple = ()
+    if endpoint_type == ENDPOINT_CONTROLLERS:
+        error = ErrorCode.mismatched_endpoint_type
+        message = "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+    elif endpoint_type != ENDPOINT_BROKERS:
+        error = ErrorCode.unsupported_endpoint_type
+        message = f"Unsupported endpoint type {endpoint_type}"
+    else:
+        host, port = broker.advertised
+        brokers = (build(
+            m.DescribeClusterBroker,
+            broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False,
+        ),)
+    operations = AUTHORIZED_OPERATIONS_OMITTED
+    if request.include_cluster_authorized_operations and error == ErrorCode.none:
+        operations = CLUSTER_OPERATIONS
+    return build(
+        m.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=message,
+        endpoint_type=ENDPOINT_BROKERS,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=brokers,
+        cluster_authorized_operations=operations,
+    )

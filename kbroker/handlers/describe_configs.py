@@ -1,0 +1,123 @@
+"""DescribeConfigs (key 32), v1-4.
+
+TOPIC resources: every topic config with its effective value and source (topic override,
+static broker setting or default), synonyms (the topic override and the broker keys it
+falls back to) when include_synonyms, the type (v3+) and a description when
+include_documentation (v3+). Unknown topic: UNKNOWN_TOPIC_OR_PARTITION with message "";
+an invalid name (e.g. "") INVALID_TOPIC_EXCEPTION, as Kafka answers.
+BROKER resources named with this node's id: every broker key kbroker knows, with its value,
+STATIC_BROKER_CONFIG when set in the config file or on the command line, DEFAULT_CONFIG
+otherwise, and whether it is read-only; synonyms are the key itself per source that sets it
+(static, then default). Named "": the cluster-wide dynamic defaults, as in Kafka; kbroker has
+none, so the list is empty. Another broker id: INVALID_REQUEST ("Unexpected broker id ..."),
+as Kafka answers.
+configuration_keys restricts the answer (null: all); an unknown key is simply absent.
+A successful resource has error message "" (Kafka's answer), a failed one the reason.
+Deviations: BROKER_LOGGER answers an empty list (no per-logger levels exposed yet); broker
+keys carry no documentation; other resource types (client metrics, groups) answer
+INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kbroker.config import BROKER_CONFIGS
+from kbroker.config_resources import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, check_broker_resource
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.replication.controller import validate_topic_name
+from kbroker.storage.log_config import ConfigEntry, ConfigSource
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    results = []
+    for resource in request.resources:
+        configs: tuple = ()
+        error, message = ErrorCode.none, ""
+        try:
+            entries = _entries(ctx, resource.resource_type, resource.resource_name)
+            wanted = resource.configuration_keys
+            if wanted is not None:
+                keep = set(wanted)
+                entries = [(e, ro) for e, ro in entries if e.name in keep]
+            configs = tuple(_describe(m, request, e, ro) for e, ro in entries)
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(build(
+            m.DescribeConfigsResult,
+            error_code=error,
+            error_message=message,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            configs=configs,
+        ))
+    return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _entries(
+    ctx: RequestContext, resource_type: int, name: str
+) -> list[tuple[ConfigEntry, bool]]:
+    """The resource's configs, sorted by name, each with whether it is read-only."""
+    if resource_type == RESOURCE_TOPIC:
+        controller = ctx.broker.controller
+        if name == "":
+            raise KafkaError(
+                ErrorCode.invalid_topic_exception, "Topic name is invalid: the empty string is not allowed"
+            )
+        validate_topic_name(name)
+        if name not in controller.topics:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, "")
+        resolved = controller.resolved_configs(name)
+        return [(resolved[key], False) for key in sorted(resolved)]
+    if resource_type == RESOURCE_BROKER:
+        check_broker_resource(ctx.broker, name)
+        # "" names the cluster-wide dynamic defaults, not this node; there are none yet.
+        return list(_broker_entries(ctx)) if name else []
+    if resource_type == RESOURCE_BROKER_LOGGER:
+        check_broker_resource(ctx.broker, name)
+        return []
+    raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {resource_type}")
+
+
+def _broker_entries(ctx: RequestContext) -> Iterable[tuple[ConfigEntry, bool]]:
+    config = ctx.broker.config
+    for key in sorted(BROKER_CONFIGS):
+        definition = BROKER_CONFIGS[key]
+        setting = config.setting(key)
+        value, source = setting if setting is not None else (None, ConfigSource.DEFAULT_CONFIG)
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if key in config.explicit:
+            synonyms.append((key, config.explicit[key], ConfigSource.STATIC_BROKER_CONFIG))
+        if definition.default is not None:
+            synonyms.append((key, definition.default, ConfigSource.DEFAULT_CONFIG))
+        yield ConfigEntry(key, value, source, definition.type, "", tuple(synonyms)), definition.read_only
+
+
+def _describe(m: object, request: object, entry: ConfigEntry, read_only: bool) -> object:
+    synonyms = ()
+    if getattr(request, "include_synonyms", False):
+        synonyms = tuple(
+            build(m.DescribeConfigsSynonym, name=name, value=value, source=int(source))
+            for name, value, source in entry.synonyms
+        )
+    documentation = None
+    if getattr(request, "include_documentation", False) and entry.doc:
+        documentation = entry.doc
+    return build(
+        m.DescribeConfigsResourceResult,
+        name=entry.name,
+        value=entry.value,
+        read_only=read_only,
+        config_source=int(entry.source),
+        is_sensitive=False,
+        synonyms=synonyms,
+        config_type=int(entry.type),
+        documentation=documentation,
+    )

@@ -1,0 +1,89 @@
+"""DescribeTopicPartitions (key 75), v0.
+
+Describes topics by name (an empty list: all topics), sorted by name, with each partition's
+leader, leader epoch, replicas, ISR, and empty ELR / last-known-ELR / offline lists (KIP-966;
+a single node has no eligible leaders besides itself). Unknown topic:
+UNKNOWN_TOPIC_OR_PARTITION with no partitions.
+Paging: at most response_partition_limit partitions (capped at 2000, Kafka's
+``max.request.partition.size.limit`` default) are returned; next_cursor names the topic and
+partition to continue from, and is null once everything fitted. A request cursor skips the
+topics before it and the partitions before its index. When a page ends exactly at a topic
+boundary the cursor names the next topic's partition 0, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
+from kbroker.protocol.errors import ErrorCode
+
+from .metadata import TOPIC_OPERATIONS
+
+API_KEY = 75
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+MAX_PARTITION_LIMIT = 2000
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    controller = ctx.broker.controller
+    names = sorted({t.name for t in request.topics} if request.topics else controller.topics)
+    cursor = request.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    remaining = max(1, min(request.response_partition_limit, MAX_PARTITION_LIMIT))
+    topics = []
+    next_cursor = None
+    for name in names:
+        if remaining == 0:
+            next_cursor = build(m.Cursor, topic_name=name, partition_index=0)
+            break
+        info = controller.topics.get(name)
+        if info is None:
+            topics.append(build(
+                m.DescribeTopicPartitionsResponseTopic,
+                error_code=ErrorCode.unknown_topic_or_partition,
+                name=name, topic_id=ZERO_UUID, is_internal=False, partitions=(),
+                topic_authorized_operations=TOPIC_OPERATIONS,
+            ))
+            continue
+        first = 0
+        if cursor is not None and name == cursor.topic_name:
+            first = min(max(cursor.partition_index, 0), info.partitions)
+        end = min(info.partitions, first + remaining)
+        partitions = [_partition(ctx, m, name, index) for index in range(first, end)]
+        remaining -= end - first
+        topics.append(build(
+            m.DescribeTopicPartitionsResponseTopic,
+            error_code=ErrorCode.none,
+            name=name, topic_id=info.topic_id, is_internal=False,
+            partitions=tuple(p for p in partitions if p is not None),
+            topic_authorized_operations=TOPIC_OPERATIONS,
+        ))
+        if end < info.partitions:
+            next_cursor = build(m.Cursor, topic_name=name, partition_index=end)
+            break
+    return build(
+        m.DescribeTopicPartitionsResponse,
+        throttle_time=NO_THROTTLE, topics=tuple(topics), next_cursor=next_cursor,
+    )
+
+
+def _partition(ctx: RequestContext, m: object, topic: str, index: int) -> object | None:
+    partition = ctx.broker.replica_manager.partitions.get((topic, index))
+    if partition is None:
+        return None
+    return build(
+        m.DescribeTopicPartitionsResponsePartition,
+        error_code=ErrorCode.none,
+        partition_index=index,
+        leader_id=partition.leader_id,
+        leader_epoch=partition.leader_epoch,
+        replica_nodes=tuple(partition.replicas),
+        isr_nodes=tuple(partition.isr),
+        eligible_leader_replicas=(),
+        last_known_elr=(),
+        offline_replicas=(),
+    )

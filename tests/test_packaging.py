@@ -1,0 +1,63 @@
+"""Packaging: the wheel installs one ``kbroker`` namespace into a fresh venv, nothing else,
+and imports flow one way: protocol -> storage -> replication -> kbroker."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+import venv
+import zipfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LAYERS = {"protocol": 0, "storage": 1, "replication": 2, "kbroker": 3}
+SUBPACKAGES = ["kbroker", "kbroker.protocol", "kbroker.storage", "kbroker.replication", "kbroker.handlers"]
+
+
+def test_wheel_installs_and_imports_in_fresh_venv(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+        check=True,
+    )
+    (wheel,) = dist.glob("kbroker-*.whl")
+    top_level = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {t for t in top_level if not t.endswith(".dist-info")} == {"kbroker"}
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", str(wheel)],
+        check=True,
+    )
+    code = "import importlib, sys\n" + "".join(
+        f"m = importlib.import_module({name!r}); assert 'site-packages' in m.__file__, m.__file__\n"
+        for name in SUBPACKAGES
+    )
+    subprocess.run([str(python), "-c", code], check=True, cwd=tmp_path)
+
+
+def _layer_of_import(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "kbroker":
+        return None
+    return LAYERS.get(parts[1], LAYERS["kbroker"]) if len(parts) > 1 else LAYERS["kbroker"]
+
+
+def test_imports_flow_one_way():
+    violations = []
+    for folder, layer in LAYERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                else:
+                    continue
+                for name in names:
+                    target = _layer_of_import(name)
+                    if target is not None and target > layer:
+                        violations.append(f"{path.relative_to(ROOT)}: imports {name}")
+    assert violations == []
