@@ -110,6 +110,9 @@ class Broker:
             self.bound.append((name, host, sock_port))
         self._tasks.append(loop.create_task(self._retention_loop()))
         self._tasks.append(loop.create_task(self._checkpoint_loop()))
+        flush_interval_ms = self.config.get_int("log.flush.scheduler.interval.ms")
+        if flush_interval_ms < 2**63 - 1:
+            self._tasks.append(loop.create_task(self._flush_loop(flush_interval_ms / 1000)))
 
     async def _retention_loop(self) -> None:
         interval = self.config.get_int("log.retention.check.interval.ms") / 1000
@@ -121,6 +124,14 @@ class Broker:
                     partition.log.enforce_retention(now_ms, partition.high_watermark)
                 except OSError as exc:
                     log.error("retention of %s-%d failed: %s", partition.topic, partition.index, exc)
+
+    async def _flush_loop(self, interval: float) -> None:
+        """flush.ms needs a clock as well as appends (Kafka's log.flush.scheduler.interval.ms)."""
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.replica_manager.partitions.values()):
+                partition.log.maybe_flush(now_ms)
 
     async def _checkpoint_loop(self) -> None:
         while True:

@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _INITIAL_BUFFER = 64 * 1024
+# A buffer grown for large produce requests is kept up to this size: regrowing it for every
+# 1 MiB request cost more than the produce itself. Larger ones shrink once drained.
+_RETAINED_BUFFER = 8 * 1024 * 1024
 SENDFILE_THRESHOLD = 64 * 1024
 
 
@@ -60,7 +63,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if len(self.buffer) - self.filled < needed:
             # Room for the whole pending frame, so the next read can complete it.
             self.buffer.extend(bytes(max(len(self.buffer), needed)))
-        elif len(self.buffer) > 4 * _INITIAL_BUFFER and self.filled + needed <= _INITIAL_BUFFER:
+        elif len(self.buffer) > _RETAINED_BUFFER and self.filled + needed <= _INITIAL_BUFFER:
             del self.buffer[_INITIAL_BUFFER:]
         return memoryview(self.buffer)[self.filled :]
 

@@ -54,7 +54,9 @@ def _plan(entity_type: type) -> tuple[tuple[Step, ...], dict[int, Step]]:
     for field in fields(entity_type):
         kind = classify_field(field)
         if isinstance(kind, EntityTupleField):
-            step: Step = ("array", ("entity", kind.type_, False), is_optional(field))
+            size = _fixed_size(kind.type_)
+            element: Step = ("entity", kind.type_, False) if size is None else ("fixed", size)
+            step: Step = ("array", element, is_optional(field))
         elif isinstance(kind, EntityField):
             step = ("entity", kind.type_, is_optional(field))
         else:
@@ -63,11 +65,23 @@ def _plan(entity_type: type) -> tuple[tuple[Step, ...], dict[int, Step]]:
             step = ("array", element, is_optional(field)) if isinstance(kind, PrimitiveTupleField) else element
         tag = field.metadata.get("tag")
         if tag is None:
-            steps.append(step)
+            if step[0] == "fixed" and steps and steps[-1][0] == "fixed":
+                steps[-1] = ("fixed", steps[-1][1] + step[1])  # one bounds check per fixed run
+            else:
+                steps.append(step)
         else:
             # A tagged struct has no nullability marker: absence is the null.
             tagged[int(tag)] = ("entity", step[1], False) if step[0] == "entity" else step
     return tuple(steps), tagged
+
+
+@cache
+def _fixed_size(entity_type: type) -> int | None:
+    """The wire size of a legacy (non-flexible) entity made only of fixed-size fields."""
+    steps, _tagged = _plan(entity_type)
+    if entity_type.__flexible__ or any(step[0] != "fixed" for step in steps):
+        return None
+    return sum(step[1] for step in steps)
 
 
 def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
@@ -122,6 +136,8 @@ def _walk_step(step: Step, buf: memoryview, pos: int, end: int, flexible: bool) 
         # kio would hand the handler None for a non-nullable array; Kafka rejects the request.
         raise BadFrame("non-nullable array is null")
     element = step[1]
+    if element[0] == "fixed":
+        return _take(pos, count * element[1], end) if count > 0 else pos
     for _ in range(count):
         pos = _walk_step(element, buf, pos, end, flexible)
     return pos

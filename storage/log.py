@@ -176,7 +176,7 @@ class PartitionLog:
         self._append(records, appended, first, offset - 1, now_ms)
         self.leader_epoch_cache.assign(leader_epoch, first)
         self.unflushed_messages += offset - first
-        self._maybe_flush(now_ms)
+        self.maybe_flush(now_ms)
         return AppendInfo(first, offset - 1, append_time, self.log_start_offset)
 
     def _validate(self, records: memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
@@ -234,7 +234,8 @@ class PartitionLog:
         self._add_segment(segment)
         return segment
 
-    def _maybe_flush(self, now_ms: int) -> None:
+    def maybe_flush(self, now_ms: int) -> None:
+        """fsync if flush.messages or flush.ms says it is time."""
         if (
             self.unflushed_messages >= self.config.flush_messages
             or now_ms - self.last_flush_ms >= self.config.flush_ms

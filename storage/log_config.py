@@ -226,19 +226,29 @@ def resolve_topic_configs(overrides: Mapping[str, str], broker_setting: BrokerSe
         if name in overrides:
             value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
             synonyms.append((name, value, source))
-        for key, factor in definition.broker_synonyms:
+        defaults: list[tuple[str, int]] = []
+        for position, (key, factor) in enumerate(definition.broker_synonyms):
             setting = broker_setting(key)
             if setting is None or setting[0] is None:
                 continue
+            if setting[1] == ConfigSource.DEFAULT_CONFIG:
+                defaults.append((setting[0], factor))
+                if position > 0:
+                    continue  # as Kafka: only the primary broker key's default is a synonym
             synonyms.append((key, setting[0], setting[1]))
-            if value is None:
-                raw = setting[0]
-                value = str(int(raw) * factor) if factor != 1 else raw
+            if value is None and setting[1] != ConfigSource.DEFAULT_CONFIG:
+                value = _scaled(setting[0], factor)
                 source = setting[1]
+        if value is None and defaults:
+            value = _scaled(*defaults[0])
         if value is None:
             value = definition.default
         resolved[name] = ConfigEntry(name, value, source, definition.type, definition.doc, tuple(synonyms))
     return resolved
+
+
+def _scaled(raw: str, factor: int) -> str:
+    return str(int(raw) * factor) if factor != 1 else raw
 
 
 @dataclass(slots=True, frozen=True)

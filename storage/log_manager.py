@@ -55,11 +55,16 @@ class LogManager:
                 log.warning("log dir %s was not shut down cleanly: recovering unflushed segments", log_dir)
             recovery_points = _offsets(os.path.join(log_dir, RECOVERY_POINT_FILE))
             start_offsets = _offsets(os.path.join(log_dir, LOG_START_OFFSET_FILE))
-            for name in sorted(os.listdir(log_dir)):
+            names = [n for n in sorted(os.listdir(log_dir)) if parse_partition_dir(n)]
+            last_report = time.monotonic()
+            for done, name in enumerate(names):
                 path = os.path.join(log_dir, name)
                 tp = parse_partition_dir(name)
                 if tp is None or not os.path.isdir(path):
                     continue
+                if time.monotonic() - last_report > 1.0:  # say so when loading takes a while
+                    log.info("loading logs in %s: %d/%d partitions", log_dir, done, len(names))
+                    last_report = time.monotonic()
                 plog = PartitionLog(
                     path, tp[0], tp[1], self.config_for(tp[0]),
                     log_start_offset=start_offsets.get(tp, 0),

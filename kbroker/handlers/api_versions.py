@@ -25,7 +25,11 @@ async def handle(ctx: RequestContext, request: object) -> object:
 
     m = response_module(API_KEY, ctx.api_version)
     keys = tuple(
-        m.ApiVersion(api_key=key, min_version=h.MIN_VERSION, max_version=h.MAX_VERSION)
+        m.ApiVersion(
+            api_key=key,
+            min_version=getattr(h, "ADVERTISED_MIN_VERSION", h.MIN_VERSION),
+            max_version=h.MAX_VERSION,
+        )
         for key, h in sorted(HANDLERS.items())
     )
     return build(

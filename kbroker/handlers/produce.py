@@ -6,7 +6,9 @@ offsets patched in place. Response packed by hand. v13 names topics by id.
 acks=0 gets no response; acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS). acks=-1 needs
 ``min.insync.replicas`` in-sync replicas (NOT_ENOUGH_REPLICAS). Per-record errors (KIP-467)
 come back as record_errors with the error message (v8+).
-Deviations: Kafka advertises v0–2 and then closes the connection; kbroker advertises from v3.
+Like Kafka 4 (KAFKA-18659), ApiVersions lists v0–13 but a v0–2 request closes the connection:
+librdkafka (e.g. 2.0.2 in Debian's kcat) only compresses with gzip/snappy/lz4 when the broker
+lists Produce v0, and silently sends uncompressed batches otherwise.
 No idempotent sequence checks yet (producer ids are accepted, not deduplicated).
 """
 
@@ -24,6 +26,7 @@ from kbroker.replication.replica_manager import ProduceResult
 API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 13
+ADVERTISED_MIN_VERSION = 0  # see the docstring: for librdkafka's compression check
 FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
 

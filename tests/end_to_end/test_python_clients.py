@@ -422,10 +422,10 @@ class ConfluentSession:
     def __exit__(self, *exc: object) -> None:
         self.consumer.close()
 
-    def _tp(self, offset: int = -1001):
-        from confluent_kafka import TopicPartition
+    def _tp(self, offset: int | None = None):
+        from confluent_kafka import OFFSET_INVALID, TopicPartition
 
-        return TopicPartition(self.topic, self.partition, offset)
+        return TopicPartition(self.topic, self.partition, OFFSET_INVALID if offset is None else offset)
 
     def seek(self, offset: int) -> None:
         self.consumer.seek(self._tp(offset))

@@ -70,7 +70,7 @@ from kbroker.handlers import HANDLERS
 from kbroker.handlers import produce as produce_handler
 
 # Hypothesis examples per fuzz test; each example feeds one frame to several decoders.
-FUZZ_EXAMPLES = 1500
+FUZZ_EXAMPLES = 1200
 # Well-formed requests generated from kio's schemas (slow to generate: ~7 ms each).
 GENERATED_EXAMPLES = 500
 # A decoder call taking longer than this is treated as a hang.
@@ -365,6 +365,30 @@ def test_huge_array_count_is_malformed_not_an_abort(flexible_count: bytes) -> No
     bad = memoryview(bytearray(bytes(view[:offset]) + b"\x7f\xff\xff\xff" + b"\x00" * 8))
     with pytest.raises(MalformedRequest, match="array of"):
         decode_request_body(metadata_v1.MetadataRequest, bad, offset)
+
+
+def test_null_for_a_non_nullable_array_is_malformed() -> None:
+    """Regression: kio decodes count -1 as None even where the schema forbids null; ListOffsets
+    then failed iterating ``request.topics`` (TypeError -> "unexpected error" in the broker)."""
+    from kio.schema.list_offsets.v5 import request as list_offsets_v5
+
+    legacy = list_offsets_v5.ListOffsetsRequest(replica_id=i32(-1), isolation_level=i8(0), topics=())
+    flexible = list_offsets_v7.ListOffsetsRequest(replica_id=i32(-1), isolation_level=i8(0), topics=())
+    # topics is the last field: int32 0 -> -1 (legacy); varint 1 -> 0 before the tag byte (compact)
+    for version, body, empty, null in [(5, legacy, b"\x00" * 4, b"\xff" * 4), (7, flexible, b"\x01\x00", b"\x00\x00")]:
+        view = memoryview(bytearray(encode_request(2, version, body)))
+        _header, offset = parse_request_header(view, is_flexible(2, version))
+        assert bytes(view[-len(empty) :]) == empty
+        view[-len(null) :] = null
+        with pytest.raises(MalformedRequest, match="non-nullable array is null"):
+            decode_request_body(type(body), view, offset)
+    # A nullable array (Metadata topics) may still be null: "all topics".
+    frame = encode_request(3, 12, metadata_v12.MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+    ))
+    view = memoryview(bytearray(frame))
+    _header, offset = parse_request_header(view, True)
+    assert decode_request_body(metadata_v12.MetadataRequest, view, offset).topics is None
 
 
 @pytest.mark.timeout(60)

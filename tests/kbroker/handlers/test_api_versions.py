@@ -1,0 +1,53 @@
+"""ApiVersions: the advertised table is locked — an API appears only when it is implemented."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from kafka.admin import KafkaAdminClient
+
+# Kafka 4.3's ranges for every API kbroker implements (Produce lists v0-2 as Kafka 4 does,
+# for librdkafka's compression check, but rejects them).
+EXPECTED = {
+    0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 10: (0, 6), 18: (0, 4), 19: (2, 7),
+    20: (1, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 35: (1, 5),
+    37: (0, 3), 44: (0, 1), 60: (0, 2), 75: (0, 0),
+}
+
+
+def api_versions_raw(bootstrap: str, version: int) -> bytes:
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        body = struct.pack(">hhih", 18, version, 42, 4) + b"test"
+        if version >= 3:
+            body += b"\x00" + b"\x05kbro" + b"\x020" + b"\x00"  # header tags; name; version; tags
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        return sock.recv(size, socket.MSG_WAITALL)
+
+
+def test_advertised_table_is_exactly_what_is_implemented(broker):
+    raw = api_versions_raw(broker.bootstrap, 0)
+    correlation_id, error, count = struct.unpack_from(">ihi", raw, 0)
+    assert (correlation_id, error) == (42, 0)
+    table = {}
+    for i in range(count):
+        key, low, high = struct.unpack_from(">hhh", raw, 10 + 6 * i)
+        table[key] = (low, high)
+    assert table == EXPECTED
+
+
+def test_unsupported_version_answers_35_in_v0_framing(broker):
+    raw = api_versions_raw(broker.bootstrap, 99)
+    assert raw == struct.pack(">ihihhh", 42, 35, 1, 18, 0, 4)
+
+
+def test_flexible_v3_and_a_real_client_negotiate(broker):
+    raw = api_versions_raw(broker.bootstrap, 3)
+    assert struct.unpack_from(">ih", raw, 0) == (42, 0)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert admin.describe_cluster()["controller_id"] == 1
+    finally:
+        admin.close()
