@@ -49,8 +49,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # --- asyncio protocol callbacks -------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's are not asyncio.Transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.task = asyncio.get_running_loop().create_task(self._process())
