@@ -146,8 +146,7 @@ class Broker:
             task.cancel()
         connections = list(self.dispatcher.connections)
         for conn in connections:
-            conn.closed = True
-            conn.frame_ready.set()
+            conn.start_draining()
         tasks = [c.task for c in connections if c.task is not None]
         if tasks:
             # A long-poll fetch may be waiting; give in-flight work a bounded time.

@@ -45,6 +45,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.task: asyncio.Task[None] | None = None
         self.closed = False
+        self.draining = False  # shutting down: finish the request in hand, start no new one
 
     # --- asyncio protocol callbacks -------------------------------------------------------
 
@@ -104,6 +105,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.frame_ready.set()
         self.dispatcher.connections.discard(self)
 
+    def start_draining(self) -> None:
+        """Shutdown: the request being processed still gets its response; queued ones don't."""
+        self.draining = True
+        self.frame_ready.set()
+
     def close(self) -> None:
         self.closed = True
         self.frame_ready.set()
@@ -117,18 +123,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         client_host = self.peer.rsplit(":", 1)[0]
         while True:
             while not self.frames:
-                if self.closed:
+                if self.closed or self.draining:
                     return
                 self.frame_ready.clear()
                 await self.frame_ready.wait()
-            if self.closed:
+            if self.closed or self.draining:
                 return
             frame = self.frames.popleft()
             response = await self.dispatcher.dispatch(frame, client_host, self.peer)
             if response is None:
                 self.close()
                 return
-            if self.closed or self.transport.is_closing():
+            if self.transport.is_closing():
                 return
             await self._send(response)
 

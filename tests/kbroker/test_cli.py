@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import datetime
 import os
+import socket
 import subprocess
 import sys
+import time
 
 from confluent_kafka import Producer
+from kio.schema.fetch.v12 import request as fetch
+from kio.schema.fetch.v12 import response as fetch_response
 
 from tests.broker_process import BrokerProcess
+from tests.kbroker.handlers.wire import read_response, request_frame
 
 
 def run_cli(*args: str, cwd: str) -> subprocess.CompletedProcess[str]:
@@ -49,3 +55,42 @@ def test_sigterm_closes_cleanly_so_restart_needs_no_recovery(tmp_path):
     broker.start()
     broker.stop()
     assert "not shut down cleanly" not in broker.read_log()
+
+
+
+def _unread_bytes(local_port: int, remote_port: int) -> int | None:
+    """Receive-queue length of the broker's end of a loopback connection (/proc/net/tcp)."""
+    with open("/proc/net/tcp") as fh:
+        for line in fh.readlines()[1:]:
+            fields = line.split()
+            local, remote, queues = fields[1], fields[2], fields[4]
+            if local.endswith(f":{local_port:04X}") and remote.endswith(f":{remote_port:04X}"):
+                return int(queues.split(":")[1], 16)
+    return None
+
+
+def test_sigterm_answers_the_request_in_flight(tmp_path):
+    """A long-poll fetch parked when SIGTERM arrives still gets its (empty) response."""
+    broker = BrokerProcess(str(tmp_path / "data"))
+    broker.start()
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("idle", value=b"x")
+    assert producer.flush(30) == 0
+    request = fetch.FetchRequest(
+        max_wait=datetime.timedelta(seconds=5), min_bytes=1, topics=(fetch.FetchTopic(
+            topic="idle", partitions=(fetch.FetchPartition(partition=0, fetch_offset=1, partition_max_bytes=1024),),
+        ),), forgotten_topics_data=(),
+    )
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=15) as sock:
+        sock.sendall(request_frame(request, 12, correlation_id=5))
+        own_port = sock.getsockname()[1]
+        deadline = time.monotonic() + 10
+        # Wait until the broker has read the request off the socket: it is then in flight.
+        while _unread_bytes(broker.port, own_port) != 0:
+            assert time.monotonic() < deadline, "broker never read the request"
+        started = time.monotonic()
+        assert broker.stop() == 0
+        response = read_response(sock, fetch_response.FetchResponse, correlation_id=5)
+    (partition,) = response.responses[0].partitions
+    assert (partition.error_code, partition.high_watermark) == (0, 1)
+    assert time.monotonic() - started < 10

@@ -17,26 +17,34 @@ from kio.serial import entity_reader, entity_writer
 _CLIENT_ID = b"kbroker-tests"
 
 
-def call(bootstrap: str, request: Any, version: int, timeout: float = 10.0) -> Any:
-    """Send one request of ``version`` and return the decoded response entity."""
-    api_key = request.__api_key__
-    header = struct.pack(">hhih", api_key, version, 1, len(_CLIENT_ID)) + _CLIENT_ID
+def request_frame(request: Any, version: int, correlation_id: int = 1) -> bytes:
+    """A whole request frame (size prefix, header, body) for a kio request entity."""
+    header = struct.pack(">hhih", request.__api_key__, version, correlation_id, len(_CLIENT_ID)) + _CLIENT_ID
     if request.__flexible__:
         header += b"\x00"  # request header v2: no tagged fields
     body = io.BytesIO()
     entity_writer(type(request))(body, request)
     payload = header + body.getvalue()
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        frame = _read(sock, size)
-    schema = load_response_schema(api_key, version)
-    (correlation_id,) = struct.unpack_from(">i", frame, 0)
-    assert correlation_id == 1
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_response(sock: socket.socket, schema: Any, correlation_id: int = 1) -> Any:
+    """Read one response frame for ``schema`` from ``sock`` and decode it."""
+    size = struct.unpack(">i", _read(sock, 4))[0]
+    frame = _read(sock, size)
+    (received,) = struct.unpack_from(">i", frame, 0)
+    assert received == correlation_id
     offset = 4 + (1 if schema.__flexible__ else 0)  # response header v1 adds tagged fields
     value, _size = entity_reader(schema)(memoryview(frame), offset)
     return value
+
+
+def call(bootstrap: str, request: Any, version: int, timeout: float = 10.0) -> Any:
+    """Send one request of ``version`` and return the decoded response entity."""
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(request_frame(request, version))
+        return read_response(sock, load_response_schema(request.__api_key__, version))
 
 
 def _read(sock: socket.socket, size: int) -> bytes:
