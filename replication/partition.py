@@ -28,7 +28,7 @@ class Partition:
         self.leader_epoch = max(log.leader_epoch_cache.latest_epoch, 0)
         self.partition_epoch = 0
         self.high_watermark = log.log_end_offset
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: set[asyncio.Future[None]] = set()
 
     @property
     def log_end_offset(self) -> int:
@@ -70,7 +70,7 @@ class Partition:
         # With the leader as the only in-sync replica, everything written is committed.
         if self.isr == [self.leader_id] and self.log_end_offset > self.high_watermark:
             self.high_watermark = self.log_end_offset
-            self._wake_waiters()
+            self.wake_waiters()
 
     def read(self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> FetchSlice | None:
         return self.log.read(offset, max_bytes, max_offset, min_one_batch)
@@ -78,11 +78,15 @@ class Partition:
     def wait_for_data(self) -> asyncio.Future[None]:
         """A future completed the next time the high watermark moves."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
+        self._waiters.add(future)
+        # A fetch that times out cancels its future: forget it, or idle partitions would
+        # collect one dead future per long poll.
+        future.add_done_callback(self._waiters.discard)
         return future
 
-    def _wake_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, []
+    def wake_waiters(self) -> None:
+        """Complete every pending wait (data arrived, or the partition is going away)."""
+        waiters, self._waiters = self._waiters, set()
         for future in waiters:
             if not future.done():
                 future.set_result(None)

@@ -74,7 +74,7 @@ class ReplicaManager:
     def remove_partition(self, topic: str, index: int) -> None:
         partition = self.partitions.pop((topic, index), None)
         if partition is not None:
-            partition._wake_waiters()
+            partition.wake_waiters()
         self.log_manager.delete(topic, index)
 
     def get_partition(self, topic: str, index: int) -> Partition:

@@ -1,0 +1,54 @@
+"""Partition: high watermark on a single node, and long-poll waiters."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.record_builder import build_batch
+from kbroker.replication.partition import Partition
+from kbroker.storage.log import PartitionLog
+from kbroker.storage.log_config import LogConfig
+
+
+def make_partition(tmp_path, **config) -> Partition:
+    plog = PartitionLog.create(str(tmp_path / "t-0"), "t", 0, "id", LogConfig(**config))
+    return Partition("t", 0, uuid.uuid4(), plog, broker_id=1)
+
+
+def records() -> memoryview:
+    return memoryview(bytearray(build_batch([(b"k", b"v")], base_timestamp=int(time.time() * 1000))))
+
+
+def test_high_watermark_follows_appends_and_wakes_waiters(tmp_path):
+    async def scenario() -> None:
+        partition = make_partition(tmp_path)
+        waiter = partition.wait_for_data()
+        partition.append_as_leader(records(), required_acks=1, now_ms=int(time.time() * 1000))
+        assert partition.high_watermark == 1
+        await asyncio.wait_for(waiter, 1)
+
+    asyncio.run(scenario())
+
+
+def test_timed_out_waits_are_forgotten(tmp_path):
+    async def scenario() -> None:
+        partition = make_partition(tmp_path)
+        for _ in range(100):
+            waiter = partition.wait_for_data()
+            waiter.cancel()
+        await asyncio.sleep(0)  # done-callbacks run on the next loop turn
+        assert partition._waiters == set()
+
+    asyncio.run(scenario())
+
+
+def test_acks_all_needs_min_insync_replicas(tmp_path):
+    partition = make_partition(tmp_path, min_insync_replicas=2)
+    with pytest.raises(KafkaError) as err:
+        partition.append_as_leader(records(), required_acks=-1, now_ms=int(time.time() * 1000))
+    assert err.value.code == ErrorCode.not_enough_replicas
+    assert partition.log_end_offset == 0
