@@ -18,10 +18,13 @@ import uuid
 from kbroker.config import KafkaConfig
 from kbroker.connection import KafkaConnection
 from kbroker.dispatcher import Dispatcher
+from kbroker.groups.offset_store import OffsetStore
 from kbroker.replication.controller import Controller
+from kbroker.replication.producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from kbroker.replication.replica_manager import ReplicaManager
 from kbroker.storage.file_io import replace_atomically
 from kbroker.storage.log_manager import LogManager
+from kbroker.transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,14 @@ class Broker:
         self.controller = Controller(
             self.log_dirs[0], self.node_id, self.replica_manager, config.setting,
             config.get_int("num.partitions"), config.get_int("default.replication.factor"),
+        )
+        self.producer_ids = ProducerIdManager(os.path.join(self.log_dirs[0], PRODUCER_ID_FILE))
+        self.offset_store = OffsetStore(
+            self.controller, self.replica_manager, config.get_int("offsets.topic.num.partitions")
+        )
+        self.transaction_coordinator = TransactionCoordinator(
+            self.controller, self.replica_manager, self.offset_store, self.producer_ids,
+            config.get_int("transaction.state.log.num.partitions"), config.get_int("transaction.max.timeout.ms"),
         )
         self.dispatcher = Dispatcher(self)
         self.servers: list[asyncio.Server] = []
@@ -98,6 +109,8 @@ class Broker:
         self.controller.load()
         self.log_manager.startup()
         self.controller.activate_partitions()
+        self.offset_store.load()
+        self.transaction_coordinator.load()  # finishes transactions a crash left mid-end
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
         for name, host, port in self.config.listeners:
@@ -110,6 +123,8 @@ class Broker:
             self.bound.append((name, host, sock_port))
         self._tasks.append(loop.create_task(self._retention_loop()))
         self._tasks.append(loop.create_task(self._checkpoint_loop()))
+        self._tasks.append(loop.create_task(self._producer_expiry_loop()))
+        self._tasks.append(loop.create_task(self._transaction_timeout_loop()))
         flush_interval_ms = self.config.get_int("log.flush.scheduler.interval.ms")
         if flush_interval_ms < 2**63 - 1:
             self._tasks.append(loop.create_task(self._flush_loop(flush_interval_ms / 1000)))
@@ -124,6 +139,27 @@ class Broker:
                     partition.log.enforce_retention(now_ms, partition.high_watermark)
                 except OSError as exc:
                     log.error("retention of %s-%d failed: %s", partition.topic, partition.index, exc)
+
+    async def _producer_expiry_loop(self) -> None:
+        """Forget idle producers (producer.id.expiration.ms), checked every
+        producer.id.expiration.check.interval.ms, as Kafka does."""
+        interval = self.config.get_int("producer.id.expiration.check.interval.ms") / 1000
+        expiration_ms = self.config.get_int("producer.id.expiration.ms")
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.replica_manager.partitions.values()):
+                partition.log.producer_state.remove_expired_producers(now_ms, expiration_ms)
+
+    async def _transaction_timeout_loop(self) -> None:
+        """Abort transactions past their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
+        interval = self.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.transaction_coordinator.abort_timed_out(int(time.time() * 1000))
+            except OSError as exc:
+                log.error("aborting timed-out transactions failed: %s", exc)
 
     async def _flush_loop(self, interval: float) -> None:
         """flush.ms needs a clock as well as appends (Kafka's log.flush.scheduler.interval.ms)."""

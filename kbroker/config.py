@@ -87,6 +87,15 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("log.cleaner.min.cleanable.ratio", _D, "0.5", False),
         ("log.local.retention.ms", _L, "-2", False),
         ("log.local.retention.bytes", _L, "-2", False),
+        ("producer.id.expiration.ms", _I, "86400000", False),
+        ("producer.id.expiration.check.interval.ms", _I, "600000"),
+        ("transaction.state.log.num.partitions", _I, "50"),
+        ("offsets.topic.num.partitions", _I, "50"),
+        ("transaction.state.log.segment.bytes", _I, "104857600"),
+        ("transaction.max.timeout.ms", _I, "900000"),
+        ("transactional.id.expiration.ms", _I, "604800000"),
+        ("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, "10000"),
+        ("transaction.remove.expired.transaction.cleanup.interval.ms", _I, "3600000"),
     )
     + _defs(
         False,  # Kafka keys accepted so real server.properties files start; no effect yet
@@ -101,7 +110,6 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("socket.receive.buffer.bytes", _I, "102400"),
         ("num.recovery.threads.per.data.dir", _I, "2"),
         ("offsets.topic.replication.factor", _I, "3"),
-        ("offsets.topic.num.partitions", _I, "50"),
         ("transaction.state.log.replication.factor", _I, "3"),
         ("transaction.state.log.min.isr", _I, "2"),
         ("share.coordinator.state.topic.replication.factor", _I, "3"),

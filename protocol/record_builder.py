@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
-from .records import ATTRIBUTES_OFFSET, CRC_OFFSET
+from .records import ATTRIBUTES_OFFSET, CONTROL_FLAG, CRC_OFFSET, TRANSACTIONAL_FLAG
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
@@ -72,3 +72,20 @@ def build_batch(
     struct.pack_into(">i", batch, 8, len(batch) - 12)
     struct.pack_into(">I", batch, CRC_OFFSET, crc32c(bytes(batch[ATTRIBUTES_OFFSET:])))
     return bytes(batch)
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def build_end_txn_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                         timestamp: int) -> bytes:
+    """A control batch ending a transaction: attributes control + transactional, one record
+    whose key is (version 0 int16, type int16: 0 abort, 1 commit) and whose value is
+    (version 0 int16, coordinator epoch int32), as Kafka's EndTransactionMarker."""
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch(
+        [(key, value)], base_timestamp=timestamp, attributes=CONTROL_FLAG | TRANSACTIONAL_FLAG,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+    )

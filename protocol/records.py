@@ -221,3 +221,12 @@ def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
             yield Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
     except IndexError as exc:
         raise KafkaError(ErrorCode.corrupt_message, "record runs past the end of its batch") from exc
+
+
+def control_record_type(batch: bytes | memoryview) -> int | None:
+    """The type of a control batch's record (0 abort, 1 commit), or None if it has none."""
+    for record in iter_records(batch):
+        if record.key is None or len(record.key) < 4:
+            return None
+        return struct.unpack_from(">h", record.key, 2)[0]
+    return None

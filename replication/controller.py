@@ -47,15 +47,16 @@ class TopicInfo:
 
 
 def validate_topic_name(name: str) -> None:
+    """Kafka's rules, with the messages of Kafka 4's ``Topic.validate``."""
     if not name:
-        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is invalid: the empty string is not allowed")
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name cannot be \".\" or \"..\"")
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic name is invalid: '{name}' is not allowed")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise KafkaError(
             ErrorCode.invalid_topic_exception,
-            f"Topic name is invalid, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
-            f"topic name: {name}",
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length "
+            f"{MAX_TOPIC_NAME_LENGTH}",
         )
     if not _LEGAL_TOPIC.match(name):
         raise KafkaError(
@@ -161,7 +162,8 @@ class Controller:
             raise KafkaError(
                 ErrorCode.invalid_replication_factor,
                 f"Unable to replicate the partition {replication} time(s): The target replication "
-                f"factor of {replication} cannot be reached because only 1 broker(s) are registered.",
+                f"factor of {replication} cannot be reached because only 1 broker(s) are registered "
+                "or some brokers have all their log directories cordoned.",
             )
         overrides = self._validated(configs)
         info = TopicInfo(name, uuid.uuid4(), partitions, replication, overrides)

@@ -2,7 +2,8 @@
 
 As leader it owns the log, the leader epoch, the ISR and the high watermark. Invariants:
 ``log_start_offset <= high_watermark <= log_end_offset``; the high watermark never moves
-backwards while this broker stays leader. Consumers read below the high watermark only.
+backwards while this broker stays leader. Consumers read below the high watermark only
+(read_committed: below the LastStableOffset, the first offset of a still open transaction).
 Long-poll fetches wait on ``wait_for_data`` futures, completed when the high watermark moves;
 nothing polls.
 """
@@ -40,8 +41,11 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: everything below the high watermark is stable.
-        return self.high_watermark
+        """LastStableOffset: below the first offset of any open transaction and the high watermark."""
+        first_unstable = self.log.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return min(first_unstable, self.high_watermark)
 
     def leader_epoch_error(self, current_leader_epoch: int) -> ErrorCode:
         """KIP-320: a client naming the leader epoch it believes in must agree with ours.
@@ -55,14 +59,15 @@ class Partition:
             return ErrorCode.unknown_leader_epoch
         return ErrorCode.fenced_leader_epoch
 
-    def append_as_leader(self, records: memoryview, required_acks: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(self, records: memoryview, required_acks: int, now_ms: int,
+                         from_coordinator: bool = False) -> AppendInfo:
         if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
             raise KafkaError(
                 ErrorCode.not_enough_replicas,
                 f"ISR size {len(self.isr)} is below min.insync.replicas "
                 f"{self.log.config.min_insync_replicas}",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        info = self.log.append_as_leader(records, self.leader_epoch, now_ms, from_coordinator)
         self._maybe_increment_high_watermark()
         return info
 
@@ -71,6 +76,14 @@ class Partition:
         if self.isr == [self.leader_id] and self.log_end_offset > self.high_watermark:
             self.high_watermark = self.log_end_offset
             self.wake_waiters()
+
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                              coordinator_epoch: int, now_ms: int) -> int:
+        offset = self.log.append_end_txn_marker(
+            producer_id, producer_epoch, commit, coordinator_epoch, self.leader_epoch, now_ms
+        )
+        self._maybe_increment_high_watermark()
+        return offset
 
     def read(self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> FetchSlice | None:
         return self.log.read(offset, max_bytes, max_offset, min_one_batch)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from kbroker.protocol.errors import ErrorCode, InvalidRecordError, KafkaError
 from kbroker.storage.log import FetchSlice
 from kbroker.storage.log_manager import LogManager
+from kbroker.storage.transaction_index import AbortedTxn
 
 from .partition import Partition
 
@@ -53,6 +54,7 @@ class FetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FetchSlice | None = None
+    aborted_transactions: list[AbortedTxn] = field(default_factory=list)  # read_committed only
 
 
 class ReplicaManager:
@@ -92,10 +94,14 @@ class ReplicaManager:
         except InvalidRecordError as exc:
             return ProduceResult(exc.code, error_message=exc.message, record_errors=exc.record_errors)
         except KafkaError as exc:
-            return ProduceResult(exc.code, error_message=exc.message)
+            # As Kafka: only record validation errors (above) carry a message; for the rest
+            # (MESSAGE_TOO_LARGE, NOT_ENOUGH_REPLICAS, unknown partition, ...) the error message
+            # is null and clients show the error code's standard text.
+            log.debug("append to %s-%d refused: %s", topic, index, exc.message)
+            return ProduceResult(exc.code)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", topic, index, exc)
-            return ProduceResult(ErrorCode.kafka_storage_error, error_message=str(exc))
+            return ProduceResult(ErrorCode.kafka_storage_error)
         return ProduceResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset)
 
     # --- fetch ----------------------------------------------------------------------------
@@ -177,6 +183,8 @@ class ReplicaManager:
             result.records = partition.read(request.fetch_offset, limit, bound, min_one_batch)
         except KafkaError as exc:
             result.error = exc.code
+        if result.records is not None and isolation_level == READ_COMMITTED:
+            result.aborted_transactions = partition.log.collect_aborted_txns(request.fetch_offset, bound)
         return result
 
 

@@ -7,6 +7,13 @@ contiguous; only the last (active) segment is appended to; ``log_start_offset`` 
 below it has been fsynced. Appends validate each batch header and CRC, assign offsets by
 patching the batch bytes and write them with one ``os.write``; records are not parsed
 except where Kafka requires it (keys of compacted topics).
+
+Producer state (``ProducerStateManager``) is checked from batch headers before a write and
+updated after it: a retried idempotent batch is answered with its original offsets and not
+written again. It is snapshotted (``<offset>.snapshot``) at every roll and at close; ``load``
+rebuilds it from the newest snapshot plus a header replay to the log end. Transaction markers
+(control batches) are written only by ``append_end_txn_marker``; an aborted transaction is
+recorded in the ``.txnindex`` of the segment holding its marker.
 """
 
 from __future__ import annotations
@@ -16,14 +23,19 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kbroker.protocol.errors import ErrorCode, InvalidRecordError, KafkaError
+from kbroker.protocol.record_builder import build_end_txn_marker
 from kbroker.protocol.records import (
+    HEADER_SIZE,
     BatchHeader,
+    control_record_type,
     iter_records,
     patch_base_offset,
     patch_leader_epoch,
+    read_header,
     set_log_append_time,
     split_batches,
 )
@@ -31,7 +43,9 @@ from kbroker.protocol.records import (
 from .file_io import replace_atomically
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
+from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from .segment import AppendedBatch, LogSegment
+from .transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +90,7 @@ class PartitionLog:
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self.leader_epoch_cache = LeaderEpochCache(directory)
+        self.producer_state = ProducerStateManager(directory)
         self.unflushed_messages = 0
         self.last_flush_ms = int(time.time() * 1000)
 
@@ -125,6 +140,44 @@ class PartitionLog:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        """Newest snapshot at or below the log end, then replay batch headers after it."""
+        state = self.producer_state
+        start = state.load_latest_snapshot(self.log_end_offset)
+        if start is None:
+            start = self.segments[0].base_offset
+            state.reset(start)
+        replayed = 0
+        if start < self.log_end_offset:
+            i = max(bisect.bisect_right(self.base_offsets, start) - 1, 0)
+            for segment in self.segments[i:]:
+                first = segment.find_batch(start) if segment.base_offset <= start else None
+                position = first.position if first is not None else 0
+                for batch in segment.scan(position):
+                    if batch.last_offset < start:
+                        continue
+                    header = read_header(segment.read_bytes(batch.position, HEADER_SIZE))
+                    control = None
+                    if header.is_control and header.producer_id >= 0:
+                        control = control_record_type(segment.read_bytes(batch.position, batch.size))
+                    completed = state.replay_batch(header, control)
+                    if completed is not None and completed.is_aborted:
+                        self._index_aborted(segment, completed)
+                    replayed += 1
+        state.map_end_offset = self.log_end_offset
+        if replayed:
+            log.info(
+                "producer state of %s-%d rebuilt from offset %d: %d batch headers replayed, %d producers",
+                self.topic, self.partition, start, replayed, len(state.producers),
+            )
+
+    def _index_aborted(self, segment: LogSegment, completed: CompletedTxn) -> None:
+        segment.txn_index.append(AbortedTxn(
+            completed.producer_id, completed.first_offset, completed.last_offset,
+            self.producer_state.last_stable_offset_after(completed),
+        ))
 
     def _add_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
@@ -143,7 +196,10 @@ class PartitionLog:
         return sum(s.size for s in self.segments)
 
     def close(self) -> None:
+        """Clean shutdown: a producer state snapshot at the log end, then close every file."""
         self.active_segment.on_become_inactive()
+        self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.take_snapshot()
         for segment in self.segments:
             segment.close()
 
@@ -154,14 +210,30 @@ class PartitionLog:
 
     # --- append ---------------------------------------------------------------------------
 
-    def append_as_leader(self, records: memoryview, leader_epoch: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(self, records: memoryview, leader_epoch: int, now_ms: int,
+                         from_coordinator: bool = False) -> AppendInfo:
         """Validate a produce payload, assign offsets in place and write it.
 
         ``records`` must be writable (offsets, epoch and LogAppendTime are patched into it).
+        ``from_coordinator``: a transactional offset commit written by the broker itself (no
+        sequence numbers: only the producer epoch is checked, as Kafka's COORDINATOR origin).
         """
         batches = split_batches(records)
         self._validate(records, batches, now_ms)
         offset = self.log_end_offset
+        producer_info: ProducerAppendInfo | None = None
+        if any(header.producer_id >= 0 for _pos, header in batches):
+            for _pos, header in [] if from_coordinator else batches:
+                duplicate = self.producer_state.find_duplicate(header) if header.producer_id >= 0 else None
+                if duplicate is not None:
+                    # A retry of a batch already written: Kafka answers with its original offsets.
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset)
+            assigned = []
+            for _pos, header in batches:
+                assigned.append((header, offset))
+                offset += header.record_count
+            producer_info = self.producer_state.prepare_append(assigned, check_sequence=not from_coordinator)
+            offset = self.log_end_offset
         appended: list[AppendedBatch] = []
         append_time = now_ms if self.config.log_append_time else -1
         for pos, header in batches:
@@ -174,10 +246,45 @@ class PartitionLog:
             offset += header.record_count
         first = self.log_end_offset
         self._append(records, appended, first, offset - 1, now_ms)
+        if producer_info is not None:
+            self.producer_state.complete_append(producer_info, offset)
+        self.producer_state.map_end_offset = offset
         self.leader_epoch_cache.assign(leader_epoch, first)
         self.unflushed_messages += offset - first
         self.maybe_flush(now_ms)
         return AppendInfo(first, offset - 1, append_time, self.log_start_offset)
+
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                              coordinator_epoch: int, leader_epoch: int, now_ms: int) -> int:
+        """Write a COMMIT/ABORT control batch for the producer's transaction; returns its offset.
+
+        Raises INVALID_PRODUCER_EPOCH if the producer has moved past ``producer_epoch``.
+        """
+        self.producer_state.check_marker(producer_id, producer_epoch)
+        batch = bytearray(build_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
+        offset = self.log_end_offset
+        patch_base_offset(batch, 0, offset)
+        patch_leader_epoch(batch, 0, leader_epoch)
+        self._append(memoryview(batch), [AppendedBatch(0, offset, now_ms)], offset, offset, now_ms)
+        completed = self.producer_state.append_marker(
+            producer_id, producer_epoch, offset, commit, coordinator_epoch, now_ms
+        )
+        if completed is not None and completed.is_aborted:
+            self._index_aborted(self.active_segment, completed)
+        self.leader_epoch_cache.assign(leader_epoch, offset)
+        self.unflushed_messages += 1
+        self.maybe_flush(now_ms)
+        return offset
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), from the TransactionIndex."""
+        i = max(bisect.bisect_right(self.base_offsets, fetch_offset) - 1, 0)
+        out: list[AbortedTxn] = []
+        for segment in self.segments[i:]:
+            if segment.base_offset >= upper_bound and out:
+                break
+            out.extend(segment.txn_index.collect(fetch_offset, upper_bound))
+        return out
 
     def _validate(self, records: memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         config = self.config
@@ -232,6 +339,8 @@ class PartitionLog:
         self.recovery_point = max(self.recovery_point, self.log_end_offset)
         segment = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
         self._add_segment(segment)
+        self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.take_snapshot()  # a crash replays from here, not from the log start
         return segment
 
     def maybe_flush(self, now_ms: int) -> None:
@@ -283,15 +392,21 @@ class PartitionLog:
             i += 1
         return None
 
+    def iter_batches(self) -> Iterator[bytes]:
+        """Every whole batch from the log start, oldest first (loading internal topics)."""
+        for segment in list(self.segments):
+            for batch in segment.scan(0):
+                if batch.last_offset >= self.log_start_offset:
+                    yield segment.read_bytes(batch.position, batch.size)
+
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at or after ``timestamp``, if any."""
+        """(offset, timestamp) of the first record at or after ``timestamp`` and at or after the
+        log start offset, if any. As in Kafka, the search is in the first segment whose largest
+        timestamp reaches ``timestamp``, and the answer is that record's own offset and
+        timestamp (records below the log start offset, deleted by DeleteRecords, are skipped)."""
         for segment in self.segments:
             if segment.max_timestamp >= timestamp:
-                found = segment.find_offset_by_timestamp(timestamp)
-                if found is not None and found[0] >= self.log_start_offset:
-                    return found
-                if found is not None:
-                    return self.log_start_offset, found[1]
+                return segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
@@ -321,6 +436,8 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.producer_state.delete_snapshots_above(self.log_end_offset)
+        self._rebuild_producer_state()
 
     def delete_records_before(self, offset: int, high_watermark: int) -> int:
         """DeleteRecords: move the log start offset to ``offset`` (<= high watermark)."""
@@ -344,6 +461,9 @@ class PartitionLog:
             self.segments.pop(0).delete()
             self.base_offsets.pop(0)
             deleted += 1
+        if deleted:
+            # Producer state outlives the records (KIP-360); only the old snapshots go.
+            self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
         return deleted
 
     def enforce_retention(self, now_ms: int, high_watermark: int) -> int:

@@ -1,7 +1,8 @@
 """LogSegment: one ``.log`` file of whole record batches plus its offset and time indexes.
 
 Files are named by the segment's base offset, zero-padded to 20 digits
-(``00000000000000000000.log``, ``.index``, ``.timeindex``). The ``.log`` file is a plain
+(``00000000000000000000.log``, ``.index``, ``.timeindex``, and ``.txnindex`` once a
+transaction aborts in it). The ``.log`` file is a plain
 concatenation of magic-v2 record batches exactly as they travel on the wire, with absolute
 base offsets patched in. Invariants: batches are contiguous from position 0; offsets
 increase; ``next_offset`` is one past the last offset in the segment (``base_offset`` when
@@ -23,6 +24,7 @@ from kbroker.protocol.records import HEADER_SIZE, LOG_OVERHEAD, crc_is_valid, it
 from .file_io import pread_exact, write_all
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
+from .transaction_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             os.path.join(directory, segment_file_name(base_offset, ".timeindex")), base_offset
         )
+        self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, ".txnindex")))
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -142,6 +145,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
+        self.txn_index.truncate_to(self.next_offset)
         return truncated
 
     # --- appending ------------------------------------------------------------------------
@@ -203,13 +207,14 @@ class LogSegment:
         batch = self.find_batch(offset)
         return self.size if batch is None else batch.position
 
-    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
-        start = self.position_of(self.time_index.lookup(timestamp))
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``start_offset`` with timestamp
+        >= ``timestamp`` (Kafka's ``LogSegment.findOffsetByTimestamp(ts, startingOffset)``)."""
+        start = self.position_of(max(self.time_index.lookup(timestamp), start_offset))
         for batch in self.scan(start):
-            if batch.max_timestamp >= timestamp:
+            if batch.max_timestamp >= timestamp and batch.last_offset >= start_offset:
                 for record in iter_records(self.read_bytes(batch.position, batch.size)):
-                    if record.timestamp >= timestamp:
+                    if record.timestamp >= timestamp and record.offset >= start_offset:
                         return record.offset, record.timestamp
         return None
 
@@ -228,6 +233,7 @@ class LogSegment:
         self.size = position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         self._rescan_tail()
         return removed
 
@@ -255,15 +261,17 @@ class LogSegment:
 
     def fsync(self) -> None:
         os.fsync(self.fd)
+        self.txn_index.fsync()
 
     def close(self) -> None:
         os.close(self.fd)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def delete(self) -> None:
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:

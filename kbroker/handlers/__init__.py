@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import alter_configs as alter_configs
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_partitions,
     create_topics,
@@ -18,16 +19,23 @@ from . import (
     describe_cluster,
     describe_configs,
     describe_log_dirs,
+    describe_producers,
     describe_topic_partitions,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     incremental_alter_configs,
     init_producer_id,
     list_offsets,
+    list_transactions,
     metadata,
     offset_for_leader_epoch,
     produce,
+    txn_offset_commit,
+    write_txn_markers,
 )
+from . import alter_configs as alter_configs
 
 _MODULES: list[ModuleType] = [
     produce,
@@ -40,6 +48,11 @@ _MODULES: list[ModuleType] = [
     delete_topics,
     delete_records,
     init_producer_id,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    write_txn_markers,
+    txn_offset_commit,
     offset_for_leader_epoch,
     describe_configs,
     alter_configs,
@@ -48,6 +61,9 @@ _MODULES: list[ModuleType] = [
     incremental_alter_configs,
     describe_cluster,
     describe_topic_partitions,
+    describe_producers,
+    describe_transactions,
+    list_transactions,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in _MODULES}

@@ -10,9 +10,12 @@ v13+ name topics by id (unknown id: UNKNOWN_TOPIC_ID).
 Fetch sessions (KIP-227): kbroker answers session id 0, i.e. "no session created" — the
 client keeps sending full fetch requests, which Kafka's protocol allows. A request naming a
 session id we never gave gets FETCH_SESSION_ID_NOT_FOUND.
+read_committed: data only below the LastStableOffset, and aborted_transactions lists
+(producer id, first offset) of every aborted transaction overlapping the fetched range (from
+the segments' TransactionIndex), so the client can drop their records; null for
+read_uncommitted.
 Deviations: follower fetches (replica_id >= 0) are served like consumer fetches until
-replication lands; aborted_transactions is empty (no transactions yet) for read_committed
-and null otherwise; preferred_read_replica is always -1.
+replication lands; preferred_read_replica is always -1.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ FIRST_TOPIC_ID = 13
 _TOP = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id (v7+)
 _PARTITION = struct.Struct(">ihqq")  # index, error code, high watermark, last stable offset
 _INT64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
 _INT32 = struct.Struct(">i")
 _NO_PREFERRED_REPLICA = _INT32.pack(-1)
 READ_COMMITTED = 1
@@ -125,7 +129,10 @@ def _encode(
             if version >= 5:
                 w.out += _INT64.pack(r.log_start_offset)
             if isolation_level == READ_COMMITTED:
-                w.array_length(0)
+                w.array_length(len(r.aborted_transactions))
+                for txn in r.aborted_transactions:
+                    w.out += _ABORTED.pack(txn.producer_id, txn.first_offset)
+                    w.tagged_fields()
             else:
                 w.array_length(-1)
             if version >= 11:

@@ -4,10 +4,10 @@ Names this broker (node id, advertised host and port) as the coordinator of any 
 (key type 0) or transactional id (key type 1), error NONE. v0-3 ask for one key, v4+ for a
 list (coordinator_keys), answered one coordinator per key. Another key type (e.g. 2, share
 groups): INVALID_REQUEST.
-Deviation: the group and transaction coordinators themselves are not implemented yet
-(JoinGroup, OffsetCommit, AddPartitionsToTxn, ... are not advertised, and InitProducerId
-refuses transactional ids), so a client is told where to go and then fails there, clearly,
-instead of retrying a coordinator lookup forever.
+Transactional ids are coordinated here by the TransactionCoordinator (``__transaction_state``
+is created at its first use). Deviation: the group coordinator is not implemented yet
+(JoinGroup, OffsetCommit, … are not advertised; only TxnOffsetCommit, for transactions), so
+a group client is told where to go and then fails there, clearly.
 """
 
 from __future__ import annotations

@@ -9,7 +9,12 @@ come back as record_errors with the error message (v8+).
 Like Kafka 4 (KAFKA-18659), ApiVersions lists v0–13 but a v0–2 request closes the connection:
 librdkafka (e.g. 2.0.2 in Debian's kcat) only compresses with gzip/snappy/lz4 when the broker
 lists Produce v0, and silently sends uncompressed batches otherwise.
-No idempotent sequence checks yet (producer ids are accepted, not deduplicated).
+Batches with a producer id go through the partition's ProducerStateManager (header fields
+only): a retry of one of the producer's last five batches is answered with its original base
+offset and NONE, without writing it again; a sequence gap or a new epoch not starting at 0
+is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH, a non-transactional
+batch during the producer's open transaction INVALID_TXN_STATE.
+Deviation: transactional batches are not verified against the coordinator (KIP-890 part 1).
 """
 
 from __future__ import annotations

@@ -131,6 +131,18 @@ def test_offset_for_timestamp_finds_first_record_at_or_after(tmp_path):
     assert plog.max_timestamp_offset() == (6, NOW - 1000)
 
 
+def test_offset_for_timestamp_skips_records_below_log_start(tmp_path):
+    # As Kafka: the answer is the first record at or after the log start offset, with that
+    # record's own timestamp (found by the compat suite: kbroker answered record 0's timestamp).
+    plog = new_log(tmp_path)
+    for i in range(4):
+        plog.append_as_leader(batch(1, ts=NOW - 4000 + i * 1000), 0, NOW)
+    plog.delete_records_before(2, high_watermark=plog.log_end_offset)
+    assert plog.offset_for_timestamp(NOW - 4000) == (2, NOW - 2000)
+    assert plog.offset_for_timestamp(NOW - 1000) == (3, NOW - 1000)
+    assert plog.offset_for_timestamp(NOW) is None
+
+
 def test_log_append_time_overrides_batch_timestamp(tmp_path):
     plog = new_log(tmp_path, log_append_time=True)
     info = plog.append_as_leader(batch(2, ts=1), 0, NOW)

@@ -226,7 +226,10 @@ def test_deleted_records_and_producer_ids_survive_kill_9(fresh_broker: BrokerPro
 def test_init_producer_id(broker: BrokerProcess) -> None:
     first, second = producer_id(broker.bootstrap), producer_id(broker.bootstrap)
     assert first[0] == second[0] == 0 and first[1] != second[1] and first[2] == second[2] == 0
-    assert producer_id(broker.bootstrap, "txn")[0] == 42  # transactions not supported yet
+    txn_first, txn_again = producer_id(broker.bootstrap, "txn"), producer_id(broker.bootstrap, "txn")
+    assert txn_first[0] == txn_again[0] == 0 and txn_first[1] == txn_again[1]  # same id,
+    assert (txn_first[2], txn_again[2]) == (0, 1)  # epoch bumped: the old session is fenced
+    assert producer_id(broker.bootstrap, "txn", pid=txn_first[1], epoch=0)[0] == 90  # PRODUCER_FENCED
     assert producer_id(broker.bootstrap, pid=first[1])[0] == 42  # id without epoch
 
 

@@ -1,0 +1,1 @@
+"""Consumer groups' state; so far the OffsetStore (committed offsets in ``__consumer_offsets``)."""

@@ -1,0 +1,177 @@
+"""OffsetStore: consumer groups' committed offsets, kept in the ``__consumer_offsets`` topic.
+
+The one place offsets are written and read: TxnOffsetCommit (now) and OffsetCommit /
+OffsetFetch (the consumer-groups issue) go through it. A group's offsets live in partition
+``abs(javaHashCode(group)) % offsets.topic.num.partitions``, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.record_builder import build_batch
+from kbroker.protocol.records import TRANSACTIONAL_FLAG, control_record_type, iter_records, read_header
+from kbroker.transactions.transaction_log import partition_for
+
+if TYPE_CHECKING:
+    from kbroker.replication.controller import Controller
+    from kbroker.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed"}
+_KEY_VERSION = 1  # OffsetCommitKey
+_VALUE_VERSION = 3  # OffsetCommitValue
+
+
+@dataclass(slots=True, frozen=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+
+
+def encode_key(group: str, topic: str, partition: int) -> bytes:
+    g, t = group.encode(), topic.encode()
+    return struct.pack(">hh", _KEY_VERSION, len(g)) + g + struct.pack(">h", len(t)) + t + struct.pack(">i", partition)
+
+
+def encode_value(o: OffsetAndMetadata) -> bytes:
+    m = o.metadata.encode()
+    return struct.pack(">hqih", _VALUE_VERSION, o.offset, o.leader_epoch, len(m)) + m + struct.pack(
+        ">q", o.commit_timestamp)
+
+
+def decode(key: bytes, value: bytes | None) -> tuple[str, str, int, OffsetAndMetadata | None] | None:
+    (version,) = struct.unpack_from(">h", key, 0)
+    if version not in (0, 1):
+        return None  # a group metadata record (version 2): not an offset
+    pos = 2
+    (glen,) = struct.unpack_from(">h", key, pos)
+    group = key[pos + 2 : pos + 2 + glen].decode()
+    pos += 2 + glen
+    (tlen,) = struct.unpack_from(">h", key, pos)
+    topic = key[pos + 2 : pos + 2 + tlen].decode()
+    (partition,) = struct.unpack_from(">i", key, pos + 2 + tlen)
+    if value is None:
+        return group, topic, partition, None
+    _v, offset, epoch, mlen = struct.unpack_from(">hqih", value, 0)
+    metadata = value[16 : 16 + max(mlen, 0)].decode()
+    (ts,) = struct.unpack_from(">q", value, 16 + max(mlen, 0))
+    return group, topic, partition, OffsetAndMetadata(offset, epoch, metadata, ts)
+
+
+Offsets = dict[tuple[str, int], OffsetAndMetadata]
+
+
+class OffsetStore:
+    """Committed offsets by group, plus offsets pending in open transactions.
+
+    Invariants: ``committed`` is what the ``__consumer_offsets`` log says once every
+    transactional offset record is resolved by its marker; ``pending[producer_id]`` holds the
+    offsets of a transaction not yet ended — invisible until its COMMIT marker is written
+    (``complete_transaction``), dropped on ABORT. Records use Kafka's OffsetCommitKey v1 /
+    OffsetCommitValue v3 layout, so the log is readable as Kafka's.
+    """
+
+    def __init__(self, controller: Controller, replica_manager: ReplicaManager, num_partitions: int) -> None:
+        self.controller = controller
+        self.replica_manager = replica_manager
+        self.num_partitions = num_partitions
+        self.committed: dict[str, Offsets] = {}
+        self.pending: dict[int, dict[str, Offsets]] = {}
+
+    def partition_for(self, group: str) -> int:
+        return partition_for(group, self.partitions_count())
+
+    def partitions_count(self) -> int:
+        info = self.controller.topics.get(CONSUMER_OFFSETS_TOPIC)
+        return info.partitions if info is not None else self.num_partitions
+
+    def ensure_topic(self) -> None:
+        if CONSUMER_OFFSETS_TOPIC not in self.controller.topics:
+            self.controller.create_topic(CONSUMER_OFFSETS_TOPIC, self.num_partitions, 1, OFFSETS_TOPIC_CONFIGS)
+
+    def load(self) -> None:
+        """Replay every ``__consumer_offsets`` partition (at start-up)."""
+        info = self.controller.topics.get(CONSUMER_OFFSETS_TOPIC)
+        if info is None:
+            return
+        for index in range(info.partitions):
+            plog = self.replica_manager.get_partition(CONSUMER_OFFSETS_TOPIC, index).log
+            for batch in plog.iter_batches():
+                header = read_header(batch)
+                if header.is_control:
+                    kind = control_record_type(batch)
+                    if kind is not None:
+                        self.complete_transaction(header.producer_id, kind == 1)
+                    continue
+                for record in iter_records(batch):
+                    if record.key is None:
+                        continue
+                    decoded = decode(record.key, record.value)
+                    if decoded is None:
+                        continue
+                    group, topic, partition, value = decoded
+                    if header.is_transactional:
+                        if value is not None:
+                            self.pending.setdefault(header.producer_id, {}).setdefault(group, {})[
+                                (topic, partition)] = value
+                    else:
+                        self._apply(group, {(topic, partition): value})
+
+    def _apply(self, group: str, offsets: dict[tuple[str, int], OffsetAndMetadata | None]) -> None:
+        current = self.committed.setdefault(group, {})
+        for tp, value in offsets.items():
+            if value is None:
+                current.pop(tp, None)
+            else:
+                current[tp] = value
+
+    def _append(self, group: str, offsets: Offsets, producer_id: int = -1, producer_epoch: int = -1) -> None:
+        now_ms = int(time.time() * 1000)
+        records = [(encode_key(group, t, p), encode_value(o)) for (t, p), o in offsets.items()]
+        batch = build_batch(
+            records, base_timestamp=now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+            attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0,
+        )
+        partition = self.replica_manager.get_partition(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
+        partition.append_as_leader(memoryview(bytearray(batch)), -1, now_ms, from_coordinator=producer_id >= 0)
+
+    def commit(self, group: str, offsets: Offsets) -> None:
+        """A plain (non-transactional) commit: written, then visible."""
+        if offsets:
+            self._append(group, offsets)
+            self._apply(group, dict(offsets))
+
+    def commit_transactional(self, group: str, producer_id: int, producer_epoch: int, offsets: Offsets) -> None:
+        """TxnOffsetCommit: written as transactional records; visible only once committed.
+
+        Raises INVALID_PRODUCER_EPOCH (from the partition's producer state) for a fenced epoch.
+        """
+        if not offsets:
+            return
+        self._append(group, offsets, producer_id, producer_epoch)
+        self.pending.setdefault(producer_id, {}).setdefault(group, {}).update(offsets)
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """A marker for ``producer_id`` was written to an offsets partition."""
+        groups = self.pending.pop(producer_id, {})
+        if commit:
+            for group, offsets in groups.items():
+                self._apply(group, dict(offsets))
+
+    def fetch(self, group: str) -> Offsets:
+        return dict(self.committed.get(group, {}))
+
+
+def ensure_group_id(group: str) -> None:
+    if not group:
+        raise KafkaError(ErrorCode.invalid_group_id, "The group id is empty.")

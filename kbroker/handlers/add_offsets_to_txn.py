@@ -1,0 +1,30 @@
+"""AddOffsetsToTxn (key 25), v0–4.
+
+Adds the group's ``__consumer_offsets`` partition to the ongoing transaction (creating the
+topic at first use, as Kafka does), so TxnOffsetCommit may follow and the transaction's
+markers resolve those offsets. Errors as for AddPartitionsToTxn.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+from .txn_errors import for_version
+
+API_KEY = 25
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    error = ErrorCode.none
+    try:
+        ctx.broker.transaction_coordinator.add_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
+        )
+    except KafkaError as exc:
+        error = for_version(exc.code, ctx.api_version)
+    return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=error)

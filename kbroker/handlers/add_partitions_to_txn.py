@@ -1,0 +1,58 @@
+"""AddPartitionsToTxn (key 24), v0–5.
+
+v0–3 (clients): one transactional id, its partitions join the ongoing transaction (the
+coordinator logs Ongoing with them before answering). v4+ (brokers, KIP-890 part 1) may carry
+several transactions and ``verify_only``: then nothing is added, and each partition answers
+NONE if it is already in the ongoing transaction, else INVALID_TXN_STATE.
+Errors as Kafka: an unknown topic/partition gets UNKNOWN_TOPIC_OR_PARTITION and the others
+OPERATION_NOT_ATTEMPTED; a wrong producer id INVALID_PRODUCER_ID_MAPPING; an old epoch
+PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2); the whole-transaction error is given
+for every partition.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+from .txn_errors import for_version
+
+API_KEY = 24
+MIN_VERSION = 0
+MAX_VERSION = 5
+FIRST_BATCHED = 4
+
+
+def _add(ctx: RequestContext, m: object, transactional_id: str, producer_id: int, producer_epoch: int,
+         topics: tuple, verify_only: bool) -> tuple:
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    coordinator = ctx.broker.transaction_coordinator
+    try:
+        errors = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted, verify_only)
+    except KafkaError as exc:
+        errors = {tp: exc.code for tp in wanted}
+    return tuple(
+        build(m.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(
+            build(m.AddPartitionsToTxnPartitionResult, partition_index=p,
+                  partition_error_code=for_version(errors[(t.name, p)], ctx.api_version))
+            for p in t.partitions
+        ))
+        for t in topics
+    )
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    if ctx.api_version >= FIRST_BATCHED:
+        results = tuple(
+            build(m.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
+                  topic_results=_add(ctx, m, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                     txn.topics, txn.verify_only))
+            for txn in request.transactions
+        )
+        return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                     results_by_transaction=results)
+    results = _add(ctx, m, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                   request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
+    return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=results)

@@ -1,0 +1,41 @@
+"""DescribeProducers (key 61), v0.
+
+The active producers of each partition from its ProducerStateManager: producer id, epoch,
+last sequence, last timestamp, coordinator epoch and the first offset of its open
+transaction (-1 if none). An unknown partition gets UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 61
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    replica_manager = ctx.broker.replica_manager
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            try:
+                partition = replica_manager.get_partition(topic.name, index)
+            except KafkaError as exc:
+                partitions.append(build(m.PartitionResponse, partition_index=index, error_code=exc.code,
+                                        error_message=exc.message, active_producers=()))
+                continue
+            producers = tuple(
+                build(m.ProducerState, producer_id=e.producer_id, producer_epoch=e.producer_epoch,
+                      last_sequence=e.last_seq, last_timestamp=e.last_timestamp,
+                      coordinator_epoch=e.coordinator_epoch, current_txn_start_offset=e.current_txn_first_offset)
+                for e in partition.log.producer_state.producers.values()
+            )
+            partitions.append(build(m.PartitionResponse, partition_index=index, error_code=ErrorCode.none,
+                                    error_message=None, active_producers=producers))
+        topics.append(build(m.TopicResponse, name=topic.name, partitions=tuple(partitions)))
+    return build(m.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

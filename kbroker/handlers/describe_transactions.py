@@ -1,0 +1,48 @@
+"""DescribeTransactions (key 65), v0.
+
+State (Kafka's names: Empty, Ongoing, PrepareCommit, …, CompleteAbort), timeout, start time
+(-1 when no transaction is open), producer id/epoch and partitions of each transactional id;
+an unknown id gets TRANSACTIONAL_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode
+
+API_KEY = 65
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def _time(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    transactions = ctx.broker.transaction_coordinator.transactions
+    states = []
+    for transactional_id in request.transactional_ids:
+        meta = transactions.get(transactional_id)
+        if meta is None:
+            states.append(build(
+                m.TransactionState, error_code=ErrorCode.transactional_id_not_found,
+                transactional_id=transactional_id, transaction_state="", transaction_timeout=datetime.timedelta(0),
+                transaction_start_time=_time(-1), producer_id=-1, producer_epoch=-1, topics=()))
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append(build(
+            m.TransactionState, error_code=ErrorCode.none, transactional_id=transactional_id,
+            transaction_state=meta.state.display,
+            transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms),
+            transaction_start_time=_time(meta.start_ms), producer_id=meta.producer_id,
+            producer_epoch=meta.producer_epoch,
+            topics=tuple(build(m.TopicData, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        ))
+    return build(m.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(states))

@@ -1,0 +1,50 @@
+"""TxnOffsetCommit (key 28), v0–5.
+
+Offsets consumed inside a transaction (``send_offsets_to_transaction``) are written to the
+group's ``__consumer_offsets`` partition as transactional records under the producer's id
+and epoch, and become visible in the OffsetStore only when the transaction commits.
+The transaction must be ongoing with that partition added (AddOffsetsToTxn), else
+INVALID_TXN_STATE; producer id/epoch errors as AddPartitionsToTxn.
+Deviation: no group coordinator yet, so generation id / member id (v3+) are not checked.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kbroker.context import RequestContext
+from kbroker.groups.offset_store import OffsetAndMetadata
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+from .txn_errors import for_version
+
+API_KEY = 28
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    broker = ctx.broker
+    now_ms = int(time.time() * 1000)
+    offsets = {
+        (t.name, p.partition_index): OffsetAndMetadata(
+            p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now_ms)
+        for t in request.topics for p in t.partitions
+    }
+    error = ErrorCode.none
+    try:
+        broker.transaction_coordinator.check_txn_offset_commit(
+            request.transactional_id, request.producer_id, request.producer_epoch)
+        broker.offset_store.commit_transactional(request.group_id, request.producer_id, request.producer_epoch,
+                                                 offsets)
+    except KafkaError as exc:
+        error = for_version(exc.code, ctx.api_version)
+    topics = tuple(
+        build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
+            build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=error)
+            for p in t.partitions))
+        for t in request.topics
+    )
+    return build(m.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)

@@ -1,0 +1,1 @@
+"""Transactions: the TransactionCoordinator and its ``__transaction_state`` records."""

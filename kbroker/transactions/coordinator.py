@@ -1,0 +1,245 @@
+"""TransactionCoordinator: transactional ids' producer ids, epochs and transaction states.
+
+Every state change is appended to ``__transaction_state`` (created at first use, like
+Kafka) before it takes effect or is answered, and the newest record per id is reloaded at
+start-up; a crash between PrepareCommit/PrepareAbort and the Complete record is finished on
+load (markers written again). Ongoing transactions past their timeout are aborted with a
+bumped epoch, which fences the old producer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.transactions.transaction_log import (
+    TRANSACTION_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC_CONFIGS,
+    TransactionMetadata,
+    TransactionState,
+    decode,
+    partition_for,
+    read_log,
+    record_batch,
+)
+
+if TYPE_CHECKING:
+    from kbroker.replication.controller import Controller
+    from kbroker.replication.producer_ids import ProducerIdManager
+    from kbroker.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+MAX_EPOCH = 32767
+COORDINATOR_EPOCH = 0  # a single node's coordinator never moves
+S = TransactionState
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionCoordinator:
+    """The transactional ids this broker coordinates (all of them, on a single node).
+
+    State machine (Kafka's, transaction version 0/1 — the epoch stays fixed within a producer
+    session, markers carry it)::
+
+        Empty/CompleteCommit/CompleteAbort --AddPartitions/AddOffsets--> Ongoing
+        Ongoing --EndTxn(commit)--> PrepareCommit --markers--> CompleteCommit
+        Ongoing --EndTxn(abort) / timeout / InitProducerId--> PrepareAbort --markers--> CompleteAbort
+
+    Invariants: ``partitions`` is empty unless Ongoing or Prepare*; a transactional id's
+    producer id only changes when its epoch would overflow; every change is logged first.
+    Prepare* never survives a request: markers are written synchronously on the event loop.
+    """
+
+    def __init__(self, controller: Controller, replica_manager: ReplicaManager, offset_store: OffsetStore,
+                 allocator: ProducerIdManager, num_partitions: int, max_timeout_ms: int) -> None:
+        self.controller = controller
+        self.replica_manager = replica_manager
+        self.offset_store = offset_store
+        self.allocator = allocator
+        self.num_partitions = num_partitions
+        self.max_timeout_ms = max_timeout_ms
+        self.transactions: dict[str, TransactionMetadata] = {}
+
+    # --- the state log --------------------------------------------------------------------
+
+    def partitions_count(self) -> int:
+        info = self.controller.topics.get(TRANSACTION_STATE_TOPIC)
+        return info.partitions if info is not None else self.num_partitions
+
+    def ensure_topic(self) -> None:
+        if TRANSACTION_STATE_TOPIC not in self.controller.topics:
+            self.controller.create_topic(
+                TRANSACTION_STATE_TOPIC, self.num_partitions, 1, TRANSACTION_STATE_TOPIC_CONFIGS
+            )
+
+    def load(self) -> None:
+        """Read every ``__transaction_state`` partition; finish transactions caught mid-end."""
+        info = self.controller.topics.get(TRANSACTION_STATE_TOPIC)
+        if info is None:
+            return
+        for index in range(info.partitions):
+            plog = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index).log
+            for key, value in read_log(plog):
+                if key is None:
+                    continue
+                transactional_id, metadata = decode(key, value)
+                if metadata is None:
+                    self.transactions.pop(transactional_id, None)
+                else:
+                    self.transactions[transactional_id] = metadata
+        for metadata in list(self.transactions.values()):
+            if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                log.info("completing transaction of %r left in %s", metadata.transactional_id, metadata.state.display)
+                self._write_markers_and_complete(metadata)
+        if self.transactions:
+            log.info("loaded %d transactional ids", len(self.transactions))
+
+    def _persist(self, metadata: TransactionMetadata) -> None:
+        self.ensure_topic()
+        now = _now()
+        index = partition_for(metadata.transactional_id, self.partitions_count())
+        partition = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index)
+        partition.append_as_leader(record_batch(metadata, now), -1, now)
+        self.transactions[metadata.transactional_id] = metadata
+
+    def _transition(self, metadata: TransactionMetadata, state: TransactionState, **changes: object) -> None:
+        """Log the new state first; only then is it the state."""
+        updated = TransactionMetadata(
+            metadata.transactional_id, metadata.producer_id, metadata.producer_epoch, metadata.timeout_ms,
+            state, set(metadata.partitions), _now(), metadata.start_ms,
+        )
+        for name, value in changes.items():
+            setattr(updated, name, value)
+        self._persist(updated)
+
+    # --- requests -------------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, given_pid: int, given_epoch: int
+                         ) -> tuple[int, int]:
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            raise KafkaError(ErrorCode.invalid_transaction_timeout,
+                             f"transaction timeout {timeout_ms} is outside (0, transaction.max.timeout.ms]")
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None:
+            pid = self.allocator.allocate()
+            self._persist(TransactionMetadata(transactional_id, pid, 0, timeout_ms, S.EMPTY, set(), _now(), -1))
+            return pid, 0
+        if given_pid >= 0 and (given_pid, given_epoch) != (metadata.producer_id, metadata.producer_epoch):
+            raise KafkaError(ErrorCode.producer_fenced,
+                             "There is a newer producer with the same transactionalId which fences the current one.")
+        if metadata.state == S.ONGOING:
+            # A new session fences the old one: bump the epoch and abort what it left open.
+            self._abort_with_bump(metadata)
+            metadata = self.transactions[transactional_id]
+        pid, epoch = metadata.producer_id, metadata.producer_epoch + 1
+        if epoch >= MAX_EPOCH:
+            pid, epoch = self.allocator.allocate(), 0
+        self._transition(metadata, S.EMPTY, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout_ms,
+                         partitions=set(), start_ms=-1)
+        return pid, epoch
+
+    def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionMetadata:
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None or metadata.producer_id != producer_id:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping,
+                             "The producer attempted to use a producer id which is not currently assigned to "
+                             "its transactional id.")
+        if metadata.producer_epoch != producer_epoch:
+            raise KafkaError(ErrorCode.producer_fenced,
+                             "There is a newer producer with the same transactionalId which fences the current one.")
+        if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            raise KafkaError(ErrorCode.concurrent_transactions, "a transaction is being completed")
+        return metadata
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: list[tuple[str, int]], verify_only: bool = False
+                       ) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn; an error for the whole request raises KafkaError."""
+        metadata = self._checked(transactional_id, producer_id, producer_epoch)
+        unknown = [tp for tp in partitions if not self._exists(tp)]
+        if unknown:
+            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                    for tp in partitions}
+        if verify_only:
+            ok = metadata.state == S.ONGOING
+            return {tp: ErrorCode.none if ok and tp in metadata.partitions else ErrorCode.invalid_txn_state
+                    for tp in partitions}
+        new = set(partitions) - metadata.partitions
+        if new or metadata.state != S.ONGOING:
+            start = metadata.start_ms if metadata.state == S.ONGOING else _now()
+            self._transition(metadata, S.ONGOING, partitions=metadata.partitions | set(partitions), start_ms=start)
+        return {tp: ErrorCode.none for tp in partitions}
+
+    def _exists(self, tp: tuple[str, int]) -> bool:
+        info = self.controller.topics.get(tp[0])
+        return info is not None and 0 <= tp[1] < info.partitions
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str) -> None:
+        self._checked(transactional_id, producer_id, producer_epoch)
+        self.offset_store.ensure_topic()
+        tp = (CONSUMER_OFFSETS_TOPIC, self.offset_store.partition_for(group))
+        errors = self.add_partitions(transactional_id, producer_id, producer_epoch, [tp])
+        if errors[tp] != ErrorCode.none:
+            raise KafkaError(errors[tp])
+
+    def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int) -> None:
+        """TxnOffsetCommit is accepted only inside an ongoing transaction of this producer."""
+        metadata = self._checked(transactional_id, producer_id, producer_epoch)
+        if metadata.state != S.ONGOING:
+            raise KafkaError(ErrorCode.invalid_txn_state, "no ongoing transaction (AddOffsetsToTxn first)")
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        metadata = self._checked(transactional_id, producer_id, producer_epoch)
+        if metadata.state == S.ONGOING:
+            self._transition(metadata, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
+            self._write_markers_and_complete(self.transactions[transactional_id])
+        elif metadata.state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
+            return  # a retry of the EndTxn that did it
+        elif metadata.state == S.EMPTY and not commit:
+            return  # aborting nothing: nothing to do
+        else:
+            raise KafkaError(ErrorCode.invalid_txn_state,
+                             f"cannot {'commit' if commit else 'abort'} in state {metadata.state.display}")
+
+    def _abort_with_bump(self, metadata: TransactionMetadata) -> None:
+        epoch = metadata.producer_epoch + 1 if metadata.producer_epoch + 1 < MAX_EPOCH else metadata.producer_epoch
+        self._transition(metadata, S.PREPARE_ABORT, producer_epoch=epoch)
+        self._write_markers_and_complete(self.transactions[metadata.transactional_id])
+
+    def _write_markers_and_complete(self, metadata: TransactionMetadata) -> None:
+        commit = metadata.state == S.PREPARE_COMMIT
+        for topic, index in sorted(metadata.partitions):
+            try:
+                write_marker(self.replica_manager, self.offset_store, topic, index, metadata.producer_id,
+                             metadata.producer_epoch, commit, COORDINATOR_EPOCH)
+            except KafkaError as exc:
+                # The partition has gone (topic deleted) or moved past this epoch: nothing to end there.
+                log.warning("marker for %r on %s-%d not written: %s", metadata.transactional_id, topic, index,
+                            exc.message or exc.code.name)
+        self._transition(metadata, S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=set())
+
+    def abort_timed_out(self, now_ms: int) -> int:
+        """Abort (with an epoch bump that fences the producer) transactions past their timeout."""
+        expired = [m for m in self.transactions.values()
+                   if m.state == S.ONGOING and m.start_ms >= 0 and now_ms - m.start_ms > m.timeout_ms]
+        for metadata in expired:
+            log.info("aborting transaction of %r: timed out after %d ms",
+                     metadata.transactional_id, metadata.timeout_ms)
+            self._abort_with_bump(metadata)
+        return len(expired)
+
+
+def write_marker(replica_manager: ReplicaManager, offset_store: OffsetStore, topic: str, index: int,
+                 producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> None:
+    """Append a COMMIT/ABORT marker to one partition (and resolve pending offsets there)."""
+    partition = replica_manager.get_partition(topic, index)
+    partition.append_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, _now())
+    if topic == CONSUMER_OFFSETS_TOPIC:
+        offset_store.complete_transaction(producer_id, commit)
