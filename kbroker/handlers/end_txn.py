@@ -5,8 +5,10 @@ writes a COMMIT/ABORT marker to every partition of the transaction (offsets part
 included, which makes TxnOffsetCommit's offsets visible or drops them), then logs
 CompleteCommit/CompleteAbort — all before answering. A retry after completion answers NONE;
 ending a transaction in the wrong state is INVALID_TXN_STATE.
-Deviation: transaction version 2 (KIP-890 epoch bump per transaction) is not implemented;
-v5's producer id / epoch fields echo the current ones.
+v5+ is transaction version 2 (KIP-890 part 2; Kafka decides on the request version alone):
+every commit and abort bumps the producer epoch (a new producer id at epoch 0 when the
+epoch is exhausted) and the response carries the producer id and epoch to continue with
+(-1/-1 on error, as Kafka); a retry carries the epoch before the bump.
 """
 
 from __future__ import annotations
@@ -20,16 +22,20 @@ from .txn_errors import for_version
 API_KEY = 26
 MIN_VERSION = 0
 MAX_VERSION = 5
+FIRST_TRANSACTION_V2 = 5
 
 
 async def handle(ctx: RequestContext, request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     error = ErrorCode.none
+    transaction_version = 2 if ctx.api_version >= FIRST_TRANSACTION_V2 else 1
     try:
-        ctx.broker.transaction_coordinator.end_txn(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.committed
+        producer_id, producer_epoch = ctx.broker.transaction_coordinator.end_txn(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
+            transaction_version,
         )
     except KafkaError as exc:
         error = for_version(exc.code, ctx.api_version)
+        producer_id, producer_epoch = -1, -1
     return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=error,
-                 producer_id=request.producer_id, producer_epoch=request.producer_epoch)
+                 producer_id=producer_id, producer_epoch=producer_epoch)

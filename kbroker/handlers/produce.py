@@ -14,7 +14,13 @@ only): a retry of one of the producer's last five batches is answered with its o
 offset and NONE, without writing it again; a sequence gap or a new epoch not starting at 0
 is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH, a non-transactional
 batch during the producer's open transaction INVALID_TXN_STATE.
-Deviation: transactional batches are not verified against the coordinator (KIP-890 part 1).
+Transactional batches are verified first (KIP-890 part 1, Kafka's ReplicaManager and
+AddPartitionsToTxnManager): when the producer has no open transaction of its epoch on the
+partition, the leader asks the coordinator (in-process) whether the partition is in the
+transaction. v0–10 are refused with INVALID_TXN_STATE "Partition was not added to the
+transaction", v11 with TRANSACTION_ABORTABLE; v12+ (KIP-890 part 2) adds the partition
+instead. A fenced epoch is INVALID_PRODUCER_EPOCH; a transaction being completed is
+NOT_ENOUGH_REPLICAS (retriable) before v12, CONCURRENT_TRANSACTIONS from v12.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import uuid
 from kbroker.context import NO_RESPONSE, EncodedResponse, RequestContext
 from kbroker.protocol.codec import MalformedRequest, response_header
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.records import HEADER_SIZE, read_header
 from kbroker.protocol.wire import Reader, Writer
 from kbroker.replication.replica_manager import ProduceResult
 
@@ -34,6 +41,8 @@ MAX_VERSION = 13
 ADVERTISED_MIN_VERSION = 0  # see the docstring: for librdkafka's compression check
 FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
+FIRST_ABORTABLE = 11  # TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE (Kafka's GENERIC_ERROR_SUPPORTED)
+FIRST_ADD_PARTITION = 12  # the partition is added to the transaction, not only verified (ADD_PARTITION)
 
 _PARTITION_FIXED = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 _INT64 = struct.Struct(">q")
@@ -99,12 +108,47 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> object:
             elif records is None:
                 result = ProduceResult(ErrorCode.invalid_record, error_message="null records")
             else:
-                result = replica_manager.append_records(info.name, index, records, request.acks)
+                result = None
+                if request.transactional_id is not None:
+                    result = _verify_transaction(ctx, request.transactional_id, info.name, index, records)
+                if result is None:
+                    result = replica_manager.append_records(info.name, index, records, request.acks)
             out.append((index, result))
         results.append((name, topic_id, out))
     if request.acks == 0:
         return NO_RESPONSE
     return EncodedResponse([encode_response(ctx.header.correlation_id, version, results)])
+
+
+def _verify_transaction(ctx: RequestContext, transactional_id: str, topic: str, index: int,
+                        records: memoryview) -> ProduceResult | None:
+    """None when the batch may be appended; else the refusal (nothing is written)."""
+    if len(records) < HEADER_SIZE:
+        return None  # malformed: the append's validation answers
+    header = read_header(records)
+    if header.magic != 2 or header.producer_id < 0 or not header.is_transactional:
+        return None
+    partition = ctx.broker.replica_manager.partitions.get((topic, index))
+    if partition is None:
+        return None  # the append answers for a partition this broker does not lead
+    entry = partition.log.producer_state.producers.get(header.producer_id)
+    if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:
+        return None  # already verified: the transaction is open here
+    version = ctx.api_version
+    add = version >= FIRST_ADD_PARTITION
+    error = ctx.broker.transaction_coordinator.verify_or_add_for_produce(
+        transactional_id, header.producer_id, header.producer_epoch, (topic, index), add)
+    if error == ErrorCode.none:
+        return None
+    if error == ErrorCode.transaction_abortable and version < FIRST_ABORTABLE:
+        error = ErrorCode.invalid_txn_state
+    if error == ErrorCode.invalid_txn_state:
+        return ProduceResult(error, error_message="Partition was not added to the transaction")
+    if error == ErrorCode.concurrent_transactions and not add:
+        return ProduceResult(ErrorCode.not_enough_replicas, error_message=(
+            "Unable to verify the partition has been added to the transaction. "
+            "Underlying error: CONCURRENT_TRANSACTIONS"))
+    return ProduceResult(error)
 
 
 def encode_response(

@@ -3,8 +3,11 @@
 Offsets consumed inside a transaction (``send_offsets_to_transaction``) are written to the
 group's ``__consumer_offsets`` partition as transactional records under the producer's id
 and epoch, and become visible in the OffsetStore only when the transaction commits.
-The transaction must be ongoing with that partition added (AddOffsetsToTxn), else
-INVALID_TXN_STATE; producer id/epoch errors as AddPartitionsToTxn.
+Up to v4 the transaction must be ongoing with that partition added (AddOffsetsToTxn), else
+INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4, as Kafka's KIP-890 verification); v5+
+(transaction version 2) adds the offsets partition to the transaction itself, as Kafka's
+group coordinator does through AddPartitionsToTxnManager.
+Producer id/epoch errors as AddPartitionsToTxn.
 Deviation: no group coordinator yet, so generation id / member id (v3+) are not checked.
 """
 
@@ -22,6 +25,8 @@ from .txn_errors import for_version
 API_KEY = 28
 MIN_VERSION = 0
 MAX_VERSION = 5
+FIRST_ABORTABLE = 4
+FIRST_ADD_PARTITION = 5
 
 
 async def handle(ctx: RequestContext, request: object) -> object:
@@ -35,8 +40,12 @@ async def handle(ctx: RequestContext, request: object) -> object:
     }
     error = ErrorCode.none
     try:
-        broker.transaction_coordinator.check_txn_offset_commit(
-            request.transactional_id, request.producer_id, request.producer_epoch)
+        coordinator = broker.transaction_coordinator
+        if ctx.api_version >= FIRST_ADD_PARTITION:
+            coordinator.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
+                                    request.group_id)
+        coordinator.check_txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch,
+                                            request.group_id, ctx.api_version >= FIRST_ABORTABLE)
         broker.offset_store.commit_transactional(request.group_id, request.producer_id, request.producer_epoch,
                                                  offsets)
     except KafkaError as exc:

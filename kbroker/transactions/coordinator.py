@@ -45,8 +45,9 @@ def _now() -> int:
 class TransactionCoordinator:
     """The transactional ids this broker coordinates (all of them, on a single node).
 
-    State machine (Kafka's, transaction version 0/1 — the epoch stays fixed within a producer
-    session, markers carry it)::
+    State machine (Kafka's; with transaction version 0/1 the epoch stays fixed within a producer
+    session, with version 2 — EndTxn v5+ — every commit/abort bumps it and the markers carry
+    the bumped epoch, which fences late writes of the ended transaction)::
 
         Empty/CompleteCommit/CompleteAbort --AddPartitions/AddOffsets--> Ongoing
         Ongoing --EndTxn(commit)--> PrepareCommit --markers--> CompleteCommit
@@ -113,7 +114,8 @@ class TransactionCoordinator:
         """Log the new state first; only then is it the state."""
         updated = TransactionMetadata(
             metadata.transactional_id, metadata.producer_id, metadata.producer_epoch, metadata.timeout_ms,
-            state, set(metadata.partitions), _now(), metadata.start_ms,
+            state, set(metadata.partitions), _now(), metadata.start_ms, metadata.previous_producer_id,
+            metadata.next_producer_id, metadata.client_transaction_version,
         )
         for name, value in changes.items():
             setattr(updated, name, value)
@@ -168,14 +170,32 @@ class TransactionCoordinator:
             return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
                     for tp in partitions}
         if verify_only:
-            ok = metadata.state == S.ONGOING
-            return {tp: ErrorCode.none if ok and tp in metadata.partitions else ErrorCode.invalid_txn_state
+            # Kafka's handleVerifyPartitionsInTransaction: a partition outside the transaction
+            # is TRANSACTION_ABORTABLE (the leader maps it for older Produce versions).
+            return {tp: ErrorCode.none if tp in metadata.partitions else ErrorCode.transaction_abortable
                     for tp in partitions}
         new = set(partitions) - metadata.partitions
         if new or metadata.state != S.ONGOING:
             start = metadata.start_ms if metadata.state == S.ONGOING else _now()
             self._transition(metadata, S.ONGOING, partitions=metadata.partitions | set(partitions), start_ms=start)
         return {tp: ErrorCode.none for tp in partitions}
+
+    def verify_or_add_for_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                  tp: tuple[str, int], add: bool) -> ErrorCode:
+        """KIP-890: a leader asks before the first transactional batch of a producer on a partition.
+
+        ``add`` (Produce v12+) adds the partition to the transaction like
+        AddPartitionsToTxn; otherwise it is only verified. The error is the coordinator's, as
+        Kafka's AddPartitionsToTxnManager hands it to the leader (PRODUCER_FENCED becomes
+        INVALID_PRODUCER_EPOCH, which producers expect here).
+        """
+        try:
+            if transactional_id not in self.transactions:
+                raise KafkaError(ErrorCode.invalid_producer_id_mapping)
+            error = self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], not add)[tp]
+        except KafkaError as exc:
+            error = exc.code
+        return ErrorCode.invalid_producer_epoch if error == ErrorCode.producer_fenced else error
 
     def _exists(self, tp: tuple[str, int]) -> bool:
         info = self.controller.topics.get(tp[0])
@@ -189,24 +209,80 @@ class TransactionCoordinator:
         if errors[tp] != ErrorCode.none:
             raise KafkaError(errors[tp])
 
-    def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int) -> None:
-        """TxnOffsetCommit is accepted only inside an ongoing transaction of this producer."""
+    def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str,
+                                abortable: bool = False) -> None:
+        """TxnOffsetCommit is accepted only inside an ongoing transaction of this producer that
+        holds the group's offsets partition (KIP-890 verification); else INVALID_TXN_STATE, or
+        TRANSACTION_ABORTABLE for clients that know it (TxnOffsetCommit v4+)."""
         metadata = self._checked(transactional_id, producer_id, producer_epoch)
-        if metadata.state != S.ONGOING:
-            raise KafkaError(ErrorCode.invalid_txn_state, "no ongoing transaction (AddOffsetsToTxn first)")
+        tp = (CONSUMER_OFFSETS_TOPIC, self.offset_store.partition_for(group))
+        if metadata.state != S.ONGOING or tp not in metadata.partitions:
+            raise KafkaError(ErrorCode.transaction_abortable if abortable else ErrorCode.invalid_txn_state,
+                             "the group's offsets partition is not in the transaction (AddOffsetsToTxn first)")
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                transaction_version: int = 1) -> tuple[int, int]:
+        """EndTxn; the producer id and epoch the client continues with. Transaction version 2
+        (EndTxn v5+) bumps the epoch on every commit and abort."""
+        if transaction_version >= 2:
+            return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit)
         metadata = self._checked(transactional_id, producer_id, producer_epoch)
         if metadata.state == S.ONGOING:
             self._transition(metadata, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
             self._write_markers_and_complete(self.transactions[transactional_id])
         elif metadata.state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
-            return  # a retry of the EndTxn that did it
+            pass  # a retry of the EndTxn that did it
         elif metadata.state == S.EMPTY and not commit:
-            return  # aborting nothing: nothing to do
+            pass  # aborting nothing: nothing to do
         else:
             raise KafkaError(ErrorCode.invalid_txn_state,
                              f"cannot {'commit' if commit else 'abort'} in state {metadata.state.display}")
+        return producer_id, producer_epoch
+
+    def _end_txn_v2(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+                    ) -> tuple[int, int]:
+        """Kafka's TV2 endTransaction: a retry carries the epoch before the bump (or, after an
+        epoch overflow, the previous producer id and the last epoch); the same epoch in a
+        Complete state is the next EndTxn. Aborting with no partitions still bumps the epoch."""
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping)
+        state = metadata.state
+        retry_on_overflow = (metadata.previous_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
+                             and metadata.producer_epoch == 0)
+        retry_on_bump = metadata.producer_epoch == producer_epoch + 1
+        if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == metadata.producer_epoch
+        else:
+            valid_epoch = producer_epoch == metadata.producer_epoch
+        if metadata.producer_id != producer_id and not retry_on_overflow:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping)
+        if not valid_epoch:
+            raise KafkaError(ErrorCode.producer_fenced,
+                             "There is a newer producer with the same transactionalId which fences the current one.")
+        retry = retry_on_bump or retry_on_overflow
+        done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        if state == S.ONGOING:
+            self._complete_with_bump(metadata, commit)
+        elif state == done and retry:
+            pass  # a retry of the EndTxn that did it: NONE with the current id and epoch
+        elif not commit and (state == S.EMPTY or (state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and not retry)):
+            self._complete_with_bump(metadata, False)
+        else:
+            raise KafkaError(ErrorCode.invalid_txn_state,
+                             f"cannot {'commit' if commit else 'abort'} in state {state.display}")
+        current = self.transactions[transactional_id]
+        return current.producer_id, current.producer_epoch
+
+    def _complete_with_bump(self, metadata: TransactionMetadata, commit: bool) -> None:
+        """PrepareCommit/PrepareAbort with epoch + 1 (markers carry it), then Complete; an
+        exhausted epoch continues with a new producer id at epoch 0."""
+        next_pid = self.allocator.allocate() if metadata.producer_epoch >= MAX_EPOCH - 1 else -1
+        start = metadata.start_ms if metadata.state == S.ONGOING else _now()
+        self._transition(metadata, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
+                         producer_epoch=metadata.producer_epoch + 1, next_producer_id=next_pid,
+                         client_transaction_version=2, start_ms=start)
+        self._write_markers_and_complete(self.transactions[metadata.transactional_id])
 
     def _abort_with_bump(self, metadata: TransactionMetadata) -> None:
         epoch = metadata.producer_epoch + 1 if metadata.producer_epoch + 1 < MAX_EPOCH else metadata.producer_epoch
@@ -223,7 +299,12 @@ class TransactionCoordinator:
                 # The partition has gone (topic deleted) or moved past this epoch: nothing to end there.
                 log.warning("marker for %r on %s-%d not written: %s", metadata.transactional_id, topic, index,
                             exc.message or exc.code.name)
-        self._transition(metadata, S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=set())
+        changes: dict[str, object] = {}
+        if metadata.client_transaction_version >= 2:
+            changes["previous_producer_id"] = metadata.producer_id
+            if metadata.next_producer_id >= 0:
+                changes.update(producer_id=metadata.next_producer_id, producer_epoch=0, next_producer_id=-1)
+        self._transition(metadata, S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=set(), **changes)
 
     def abort_timed_out(self, now_ms: int) -> int:
         """Abort (with an epoch bump that fences the producer) transactions past their timeout."""

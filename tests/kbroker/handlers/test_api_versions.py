@@ -52,3 +52,20 @@ def test_flexible_v3_and_a_real_client_negotiate(broker):
         assert admin.describe_cluster()["controller_id"] == 1
     finally:
         admin.close()
+
+
+def test_transaction_version_2_is_finalized_like_kafka(broker):
+    """As Kafka 4.3 answers (transaction.version only): v3 leaves out supported features
+    whose minimum is 0, v4 lists them; both finalize transaction.version at level 2."""
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    for version in (3, 4):
+        raw = api_versions_raw(broker.bootstrap, version)  # response header v0, as KIP-511 says
+        response, _size = entity_reader(load_response_schema(18, version))(memoryview(raw), 4)
+        assert response.error_code == 0
+        supported = [(f.name, f.min_version, f.max_version) for f in response.supported_features]
+        assert supported == ([("transaction.version", 0, 2)] if version == 4 else [])
+        finalized = [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features]
+        assert finalized == [("transaction.version", 2, 2)]
+        assert response.finalized_features_epoch >= 0

@@ -77,9 +77,10 @@ def test_transaction_lifecycle_as_described_and_listed(broker: BrokerProcess) ->
 
     producers = call(broker.bootstrap, describe_producers.DescribeProducersRequest(topics=(
         describe_producers.TopicRequest(name="txn-apis", partition_indexes=(0, 9)),)), 0).topics[0].partitions
-    # The abort marker registered the producer on partition 0 with no open transaction.
+    # The abort marker registered the producer on partition 0 with no open transaction, at the
+    # epoch EndTxn v5 (transaction version 2) bumped to.
     assert [(p.producer_id, p.producer_epoch, p.current_txn_start_offset) for p in producers[0].active_producers] == [
-        (pid, epoch, -1)]
+        (pid, epoch + 1, -1)]
     assert producers[1].error_code == 3
 
 
