@@ -220,6 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "compat.deps: warning: no 'java' on PATH; the Java CLI tests need a JRE 17+",
                     file=sys.stderr,
                 )
+            elif shutil.which("javac") is None:
+                print(
+                    "compat.deps: warning: no 'javac' on PATH; the compat suite compiles its Java "
+                    "client driver and needs a JDK 17+",
+                    file=sys.stderr,
+                )
             libs = ensure_kafka_jars()
             print(f"compat.deps: Kafka {KAFKA_VERSION} jars ready: {libs}")
         if not args.skip_kcat:

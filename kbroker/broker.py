@@ -51,7 +51,7 @@ class Broker:
         self.log_manager = LogManager(self.log_dirs, lambda topic: self.controller.log_config(topic))
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id)
         self.controller = Controller(
-            self.log_dirs[0], self.node_id, self.replica_manager, config.setting,
+            self.log_dirs[0], self.node_id, self.replica_manager, config.layers,
             config.get_int("num.partitions"), config.get_int("default.replication.factor"),
         )
         self.producer_ids = ProducerIdManager(os.path.join(self.log_dirs[0], PRODUCER_ID_FILE))

@@ -157,7 +157,7 @@ def parse_properties(text: str) -> list[tuple[int, str, str]]:
 
 
 class KafkaConfig:
-    """Resolved broker settings; ``setting(key)`` answers DescribeConfigs-style lookups."""
+    """Resolved broker settings; ``layers(key)`` answers DescribeConfigs-style lookups."""
 
     def __init__(self, explicit: dict[str, str], sources: dict[str, str]) -> None:
         self.explicit = explicit
@@ -197,13 +197,15 @@ class KafkaConfig:
     def get_bool(self, key: str) -> bool:
         return (self.get(key) or "false").lower() == "true"
 
-    def setting(self, key: str) -> tuple[str | None, ConfigSource] | None:
+    def layers(self, key: str) -> list[tuple[str, ConfigSource]]:
+        """The static value (server.properties / --override) and the built-in default, if any."""
+        out: list[tuple[str, ConfigSource]] = []
         if key in self.explicit:
-            return self.explicit[key], ConfigSource.STATIC_BROKER_CONFIG
+            out.append((self.explicit[key], ConfigSource.STATIC_BROKER_CONFIG))
         definition = BROKER_CONFIGS.get(key)
-        if definition is None or definition.default is None:
-            return None
-        return definition.default, ConfigSource.DEFAULT_CONFIG
+        if definition is not None and definition.default is not None:
+            out.append((definition.default, ConfigSource.DEFAULT_CONFIG))
+        return out
 
     @property
     def node_id(self) -> int:

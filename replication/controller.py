@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.file_io import replace_atomically
 from kbroker.storage.log_config import (
-    BrokerSetting,
+    BrokerLayers,
     ConfigEntry,
+    ConfigSource,
     InvalidConfig,
     LogConfig,
     resolve_topic_configs,
@@ -72,14 +73,17 @@ class Controller:
         metadata_dir: str,
         node_id: int,
         replica_manager: ReplicaManager,
-        broker_setting: BrokerSetting,
+        static_layers: BrokerLayers,
         default_partitions: int,
         default_replication_factor: int,
     ) -> None:
         self.path = os.path.join(metadata_dir, METADATA_FILE)
         self.node_id = node_id
         self.replica_manager = replica_manager
-        self.broker_setting = broker_setting
+        self.static_layers = static_layers
+        # Cluster-wide dynamic broker defaults (the broker resource named ""). A new cluster
+        # starts with min.insync.replicas=1, as Kafka 4 writes it when formatting storage.
+        self.cluster_configs: dict[str, str] = {}
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
         self.topics: dict[str, TopicInfo] = {}
@@ -98,6 +102,10 @@ class Controller:
                     entry["replication_factor"], dict(entry["configs"]),
                 )
                 self._index(info)
+            self.cluster_configs = dict(data.get("cluster_configs", {}))
+        else:
+            self.cluster_configs = {"min.insync.replicas": "1"}
+            self._persist()
 
     def activate_partitions(self) -> None:
         """Lead every catalogued partition; delete logs of topics no longer catalogued
@@ -114,6 +122,7 @@ class Controller:
     def _persist(self) -> None:
         data = {
             "version": 1,
+            "cluster_configs": self.cluster_configs,
             "topics": [
                 {
                     "name": t.name, "id": str(t.topic_id), "partitions": t.partitions,
@@ -267,7 +276,14 @@ class Controller:
 
     def resolved_configs(self, name: str) -> dict[str, ConfigEntry]:
         overrides = self.topics[name].configs if name in self.topics else {}
-        return resolve_topic_configs(overrides, self.broker_setting)
+        return resolve_topic_configs(overrides, self.broker_layers)
+
+    def broker_layers(self, key: str) -> list[tuple[str, ConfigSource]]:
+        """A broker key's values in precedence order: cluster-wide dynamic default, static, built-in."""
+        layers = self.static_layers(key)
+        if key in self.cluster_configs:
+            layers = [(self.cluster_configs[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG), *layers]
+        return layers
 
     def log_config(self, name: str) -> LogConfig:
         return LogConfig.from_resolved(self.resolved_configs(name))

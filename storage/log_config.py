@@ -209,14 +209,16 @@ class ConfigEntry:
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
 
 
-BrokerSetting = Callable[[str], tuple[str | None, ConfigSource] | None]
+BrokerLayers = Callable[[str], list[tuple[str, ConfigSource]]]
 
 
-def resolve_topic_configs(overrides: Mapping[str, str], broker_setting: BrokerSetting) -> dict[str, ConfigEntry]:
+def resolve_topic_configs(overrides: Mapping[str, str], broker_layers: BrokerLayers) -> dict[str, ConfigEntry]:
     """Every topic config's effective value, source and synonyms.
 
-    ``broker_setting(key)`` returns a broker key's value and source (explicitly set, or its
-    own default), or None if the broker key has neither.
+    ``broker_layers(key)`` lists a broker key's values in precedence order (cluster-wide
+    dynamic default, static server.properties value, built-in default). As Kafka reports it:
+    the primary broker key lists every layer as a synonym, later keys only their set layers;
+    the value is the first set layer across keys, else the first built-in default.
     """
     resolved: dict[str, ConfigEntry] = {}
     for name, definition in TOPIC_CONFIGS.items():
@@ -228,17 +230,14 @@ def resolve_topic_configs(overrides: Mapping[str, str], broker_setting: BrokerSe
             synonyms.append((name, value, source))
         defaults: list[tuple[str, int]] = []
         for position, (key, factor) in enumerate(definition.broker_synonyms):
-            setting = broker_setting(key)
-            if setting is None or setting[0] is None:
-                continue
-            if setting[1] == ConfigSource.DEFAULT_CONFIG:
-                defaults.append((setting[0], factor))
-                if position > 0:
-                    continue  # as Kafka: only the primary broker key's default is a synonym
-            synonyms.append((key, setting[0], setting[1]))
-            if value is None and setting[1] != ConfigSource.DEFAULT_CONFIG:
-                value = _scaled(setting[0], factor)
-                source = setting[1]
+            for layer_value, layer_source in broker_layers(key):
+                if layer_source == ConfigSource.DEFAULT_CONFIG:
+                    defaults.append((layer_value, factor))
+                    if position > 0:
+                        continue  # only the primary broker key's default is a synonym
+                elif value is None:
+                    value, source = _scaled(layer_value, factor), layer_source
+                synonyms.append((key, layer_value, layer_source))
         if value is None and defaults:
             value = _scaled(*defaults[0])
         if value is None:

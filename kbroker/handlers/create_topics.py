@@ -89,7 +89,7 @@ def _result(
 ) -> object:
     configs = ()
     if info is not None and has_field(m.CreatableTopicResult, "configs"):  # v5+
-        resolved = resolve_topic_configs(info.configs, ctx.broker.controller.broker_setting)
+        resolved = resolve_topic_configs(info.configs, ctx.broker.controller.broker_layers)
         configs = tuple(
             build(
                 m.CreatableTopicConfigs,

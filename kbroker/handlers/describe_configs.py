@@ -5,11 +5,13 @@ static broker setting or default), synonyms (the topic override and the broker k
 falls back to) when include_synonyms, the type (v3+) and a description when
 include_documentation (v3+). Unknown topic: UNKNOWN_TOPIC_OR_PARTITION with message "";
 an invalid name (e.g. "") INVALID_TOPIC_EXCEPTION, as Kafka answers.
-BROKER resources named with this node's id: every broker key kbroker knows, with its value,
-STATIC_BROKER_CONFIG when set in the config file or on the command line, DEFAULT_CONFIG
-otherwise, and whether it is read-only; synonyms are the key itself per source that sets it
-(static, then default). Named "": the cluster-wide dynamic defaults, as in Kafka; kbroker has
-none, so the list is empty. Another broker id: INVALID_REQUEST ("Unexpected broker id ..."),
+BROKER resources named with this node's id: every broker key kbroker knows, with its value
+from the first layer that sets it — cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG;
+a new cluster has min.insync.replicas=1 there, as Kafka 4 formats it), the config file or
+command line (STATIC_BROKER_CONFIG), the built-in default (DEFAULT_CONFIG) — and whether it
+is read-only; synonyms are the key itself once per layer. Named "": only the cluster-wide
+dynamic defaults, as in Kafka. Deviation: Kafka describes ~138 broker keys, kbroker the ones
+it knows. Another broker id: INVALID_REQUEST ("Unexpected broker id ..."),
 as Kafka answers.
 configuration_keys restricts the answer (null: all); an unknown key is simply absent.
 A successful resource has error message "" (Kafka's answer), a failed one the reason.
@@ -78,8 +80,8 @@ def _entries(
         return [(resolved[key], False) for key in sorted(resolved)]
     if resource_type == RESOURCE_BROKER:
         check_broker_resource(ctx.broker, name)
-        # "" names the cluster-wide dynamic defaults, not this node; there are none yet.
-        return list(_broker_entries(ctx)) if name else []
+        # "" names the cluster-wide dynamic defaults, not this node.
+        return list(_broker_entries(ctx)) if name else list(_cluster_default_entries(ctx))
     if resource_type == RESOURCE_BROKER_LOGGER:
         check_broker_resource(ctx.broker, name)
         return []
@@ -87,17 +89,20 @@ def _entries(
 
 
 def _broker_entries(ctx: RequestContext) -> Iterable[tuple[ConfigEntry, bool]]:
-    config = ctx.broker.config
+    controller = ctx.broker.controller
     for key in sorted(BROKER_CONFIGS):
         definition = BROKER_CONFIGS[key]
-        setting = config.setting(key)
-        value, source = setting if setting is not None else (None, ConfigSource.DEFAULT_CONFIG)
-        synonyms: list[tuple[str, str | None, ConfigSource]] = []
-        if key in config.explicit:
-            synonyms.append((key, config.explicit[key], ConfigSource.STATIC_BROKER_CONFIG))
-        if definition.default is not None:
-            synonyms.append((key, definition.default, ConfigSource.DEFAULT_CONFIG))
-        yield ConfigEntry(key, value, source, definition.type, "", tuple(synonyms)), definition.read_only
+        layers = controller.broker_layers(key)
+        value, source = layers[0] if layers else (None, ConfigSource.DEFAULT_CONFIG)
+        synonyms = tuple((key, v, src) for v, src in layers)
+        yield ConfigEntry(key, value, source, definition.type, "", synonyms), definition.read_only
+
+
+def _cluster_default_entries(ctx: RequestContext) -> Iterable[tuple[ConfigEntry, bool]]:
+    """The broker resource named "": only the cluster-wide dynamic defaults, as Kafka answers."""
+    for key, value in sorted(ctx.broker.controller.cluster_configs.items()):
+        source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        yield ConfigEntry(key, value, source, BROKER_CONFIGS[key].type, "", ((key, value, source),)), False
 
 
 def _describe(m: object, request: object, entry: ConfigEntry, read_only: bool) -> object:

@@ -10,17 +10,30 @@ from kbroker.storage.log_config import (
 )
 
 
-def broker(explicit: dict[str, str]):
-    defaults = {"log.retention.hours": "168", "log.segment.bytes": "1073741824", "message.max.bytes": "1048588"}
+def broker(explicit: dict[str, str], dynamic: dict[str, str] | None = None):
+    defaults = {"log.retention.hours": "168", "log.segment.bytes": "1073741824", "min.insync.replicas": "1"}
 
-    def setting(key: str):
+    def layers(key: str):
+        out = []
+        if key in (dynamic or {}):
+            out.append((dynamic[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         if key in explicit:
-            return explicit[key], ConfigSource.STATIC_BROKER_CONFIG
+            out.append((explicit[key], ConfigSource.STATIC_BROKER_CONFIG))
         if key in defaults:
-            return defaults[key], ConfigSource.DEFAULT_CONFIG
-        return None
+            out.append((defaults[key], ConfigSource.DEFAULT_CONFIG))
+        return out
 
-    return setting
+    return layers
+
+
+def test_cluster_dynamic_default_wins_over_static_and_lists_every_layer():
+    entry = resolve_topic_configs({}, broker({"min.insync.replicas": "2"}, {"min.insync.replicas": "1"}))[
+        "min.insync.replicas"
+    ]
+    assert (entry.value, entry.source) == ("1", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert [s[2] for s in entry.synonyms] == [
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG,
+    ]
 
 
 def test_topic_override_wins_and_is_first_synonym():

@@ -1,0 +1,274 @@
+"""The confluent-kafka (librdkafka) adapter: AdminClient, Producer and Consumer (assign, no group)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from compat.clients.base import (
+    ADMIN_FEATURES,
+    CONSUME_FEATURES,
+    PRODUCE_FEATURES,
+    Client,
+    FetchSettings,
+    Json,
+    OffsetSpec,
+    Rec,
+    Start,
+    Unsupported,
+    err,
+    fetch_config,
+    record,
+)
+from compat.clients.errors import code_name
+
+TIMEOUT_S = 15.0
+SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+           3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+           6: "GROUP_CONFIG"}  # fmt: skip
+
+
+def kafka_error_name(error: Any) -> str:
+    """Protocol name for a broker error code, librdkafka's name (e.g. _TIMED_OUT) otherwise."""
+    code = error.code()
+    return code_name(code) if code > 0 else error.name()
+
+
+def exc_name(exc: BaseException) -> str:
+    from confluent_kafka import KafkaException
+
+    if isinstance(exc, KafkaException) and exc.args and hasattr(exc.args[0], "code"):
+        return kafka_error_name(exc.args[0])
+    return type(exc).__name__
+
+
+FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
+    "min_bytes": "fetch.min.bytes",
+    "max_wait_ms": "fetch.wait.max.ms",
+    "max_bytes": "fetch.max.bytes",
+    "partition_max_bytes": "max.partition.fetch.bytes",
+    "isolation": "isolation.level",
+}
+
+
+class ConfluentClient(Client):
+    name = "confluent"
+    FEATURES = frozenset(
+        ADMIN_FEATURES | {"list_offsets.max_timestamp"} | PRODUCE_FEATURES | (CONSUME_FEATURES - {"consume.position"})
+    )
+
+    def __init__(self, bootstrap: str, workdir: Path) -> None:
+        super().__init__(bootstrap, workdir)
+        self._admin: Any = None
+
+    @property
+    def admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "client.id": "compat-confluent"})
+        return self._admin
+
+    def reconnect(self) -> None:
+        self._admin = None
+
+    def _wait(self, future: Any) -> Any:
+        return future.result(timeout=TIMEOUT_S)
+
+    def _one(self, futures: dict[Any, Any]) -> Json:
+        try:
+            for f in futures.values():
+                self._wait(f)
+        except Exception as exc:
+            return err(exc_name(exc))
+        return None
+
+    def create_topic(
+        self, name: str, partitions: int = 1, rf: int = 1,
+        configs: dict[str, str] | None = None, validate_only: bool = False,
+    ) -> Json:  # fmt: skip
+        from confluent_kafka.admin import NewTopic
+
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=rf, config=configs or {})
+        return self._one(self.admin.create_topics([topic], validate_only=validate_only, request_timeout=TIMEOUT_S))
+
+    def delete_topic(self, name: str) -> Json:
+        return self._one(self.admin.delete_topics([name], request_timeout=TIMEOUT_S))
+
+    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> Json:
+        from confluent_kafka.admin import NewPartitions
+
+        return self._one(self.admin.create_partitions([NewPartitions(name, total)], validate_only=validate_only))
+
+    def describe_topic(self, name: str) -> Json:
+        from confluent_kafka import TopicCollection
+
+        try:
+            d = self._wait(self.admin.describe_topics(TopicCollection([name]))[name])
+        except Exception as exc:
+            return err(exc_name(exc))
+        return {
+            "internal": d.is_internal,
+            "partitions": [
+                {"partition": p.id, "leader": p.leader.id if p.leader else -1,
+                 "replicas": [n.id for n in p.replicas], "isr": [n.id for n in p.isr]}
+                for p in sorted(d.partitions, key=lambda p: p.id)
+            ],
+        }  # fmt: skip
+
+    def list_topics(self) -> Json:
+        return sorted(self.admin.list_topics(timeout=TIMEOUT_S).topics)
+
+    def describe_cluster(self) -> Json:
+        c = self._wait(self.admin.describe_cluster())
+        return {
+            "cluster_id": c.cluster_id,
+            "controller": c.controller.id if c.controller else None,
+            "nodes": sorted([n.id, f"{n.host}:{n.port}"] for n in c.nodes),
+        }
+
+    def describe_configs(
+        self, kind: str, name: str, keys: list[str] | None = None, synonyms: bool = False
+    ) -> Json:
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        rtype = ResourceType.BROKER if kind == "broker" else ResourceType.TOPIC
+        try:
+            (future,) = self.admin.describe_configs([ConfigResource(rtype, name)], request_timeout=TIMEOUT_S).values()
+            entries = self._wait(future)
+        except Exception as exc:
+            return err(exc_name(exc))
+        out = {}
+        for key in sorted(entries):
+            if keys is not None and key not in keys:
+                continue
+            e = entries[key]
+            row = {"value": e.value, "source": SOURCES.get(int(e.source), str(e.source)),
+                   "read_only": e.is_read_only, "sensitive": e.is_sensitive}  # fmt: skip
+            if synonyms:
+                row["synonyms"] = [[s.name, s.value, SOURCES.get(int(s.source), str(s.source))]
+                                   for s in e.synonyms.values()]  # fmt: skip
+            out[key] = row
+        return out
+
+    def alter_configs(self, topic: str, ops: list[tuple[str, str, str | None]]) -> Json:
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        kinds = {"set": AlterConfigOpType.SET, "delete": AlterConfigOpType.DELETE}
+        entries = [ConfigEntry(k, v, incremental_operation=kinds[op]) for k, op, v in ops]
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        return self._one(self.admin.incremental_alter_configs([resource], request_timeout=TIMEOUT_S))
+
+    def delete_records(self, topic: str, partition: int, before: int) -> Json:
+        from confluent_kafka import TopicPartition
+
+        try:
+            (future,) = self.admin.delete_records([TopicPartition(topic, partition, before)],
+                                                  request_timeout=TIMEOUT_S).values()  # fmt: skip
+            return self._wait(future).low_watermark
+        except Exception as exc:
+            return err(exc_name(exc))
+
+    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec) -> Json:
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec as Spec
+
+        specs = {"earliest": Spec.earliest, "latest": Spec.latest, "max_timestamp": Spec.max_timestamp}
+        wanted = specs[spec]() if isinstance(spec, str) else Spec.for_timestamp(spec)
+        try:
+            (future,) = self.admin.list_offsets({TopicPartition(topic, partition): wanted},
+                                                request_timeout=TIMEOUT_S).values()  # fmt: skip
+            info = self._wait(future)
+        except Exception as exc:
+            return err(exc_name(exc))
+        return {"offset": info.offset, "timestamp": info.timestamp}
+
+    # --- data --------------------------------------------------------------------------------
+    def produce(
+        self, topic: str, records: list[Rec], *, acks: str = "all", codec: str = "none",
+        sync: bool = False, extra: dict[str, str] | None = None,
+    ) -> Json:  # fmt: skip
+        from confluent_kafka import Producer
+
+        config = {"bootstrap.servers": self.bootstrap, "acks": acks, "compression.type": codec,
+                  "linger.ms": 5, "message.timeout.ms": 15000, **(extra or {})}  # fmt: skip
+        producer = Producer(config)
+        results: list[Json] = [None] * len(records)
+
+        def report(index: int) -> Any:
+            def cb(error: Any, msg: Any) -> None:
+                results[index] = err(kafka_error_name(error)) if error else msg.offset()
+            return cb
+
+        for i, r in enumerate(records):
+            kwargs: dict[str, Any] = {"value": r.value, "key": r.key, "on_delivery": report(i)}
+            if r.partition is not None:
+                kwargs["partition"] = r.partition
+            if r.timestamp is not None:
+                kwargs["timestamp"] = r.timestamp
+            if r.headers:
+                kwargs["headers"] = list(r.headers)
+            try:
+                producer.produce(topic, **kwargs)
+            except Exception as exc:
+                results[i] = err(exc_name(exc))
+            if sync:
+                producer.flush(TIMEOUT_S)
+        producer.flush(TIMEOUT_S)
+        return results
+
+    def consume(
+        self, topic: str, partitions: list[int], start: Start, *,
+        until: dict[int, int] | None = None, max_records: int | None = None,
+        settings: FetchSettings | None = None, timeout_s: float = 15.0, until_moved: bool = False,
+    ) -> Json:  # fmt: skip
+        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+
+        if until_moved:
+            raise Unsupported("librdkafka does not expose the position an offset reset chose")
+        s = settings or FetchSettings()
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap, "group.id": "compat-unused", "enable.auto.commit": False,
+            "enable.partition.eof": True, "auto.offset.reset": {"none": "error"}.get(s.reset, s.reset or "earliest"),
+        }  # fmt: skip
+        config.update(fetch_config(s, FETCH_NAMES))
+        if s.max_bytes is not None and s.max_bytes < 1_000_000:
+            config["message.max.bytes"] = s.max_bytes  # librdkafka wants fetch.max.bytes >= this
+        consumer = Consumer(config)
+        got: list[Json] = []
+        result: dict[str, Json] = {"records": got}
+        reached = {p: -1 for p in partitions}  # next offset known to be consumed up to
+        try:
+            if isinstance(start, dict):
+                query = [TopicPartition(topic, p, start["timestamp"]) for p in partitions]
+                tps = [TopicPartition(topic, t.partition, t.offset if t.offset >= 0 else OFFSET_END)
+                       for t in consumer.offsets_for_times(query, timeout=TIMEOUT_S)]  # fmt: skip
+            else:
+                offset = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}.get(start, start)  # type: ignore[arg-type]
+                tps = [TopicPartition(topic, p, offset) for p in partitions]
+            consumer.assign(tps)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                if max_records is not None and len(got) >= max_records:
+                    break
+                if until is not None and all(reached[p] >= until[p] for p in partitions if p in until):
+                    break
+                for m in consumer.consume(num_messages=100, timeout=0.1):
+                    error = m.error()
+                    if error is not None and error.name() == "_PARTITION_EOF":
+                        reached[m.partition()] = max(reached[m.partition()], m.offset())
+                    elif error is not None:
+                        result["error"] = kafka_error_name(error)
+                        return result
+                    else:
+                        ts_type, ts = m.timestamp()
+                        got.append(record(m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []),
+                                          ts, "LogAppendTime" if ts_type == 2 else "CreateTime"))
+                        reached[m.partition()] = max(reached[m.partition()], m.offset() + 1)
+            del got[max_records if max_records is not None else len(got):]
+        except Exception as exc:
+            result["error"] = exc_name(exc)
+        finally:
+            consumer.close()
+        return result

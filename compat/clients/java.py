@@ -1,0 +1,134 @@
+"""The Java client adapter: kafka-clients' Admin, KafkaProducer and KafkaConsumer (assign).
+
+Every operation is one request to the ``CompatDriver`` JVM (see ``java_driver.py``);
+bytes travel base64-encoded and come back in the same record shape as the Python clients.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from compat.clients.base import (
+    ADMIN_FEATURES,
+    CONSUME_FEATURES,
+    PRODUCE_FEATURES,
+    Client,
+    FetchSettings,
+    Json,
+    OffsetSpec,
+    Rec,
+    Start,
+    b64,
+    fetch_config,
+    record,
+    unb64,
+)
+from compat.clients.java_driver import JavaDriver
+
+FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
+    "min_bytes": "fetch.min.bytes",
+    "max_wait_ms": "fetch.max.wait.ms",
+    "max_bytes": "fetch.max.bytes",
+    "partition_max_bytes": "max.partition.fetch.bytes",
+    "isolation": "isolation.level",
+}
+
+
+class JavaClient(Client):
+    name = "java"
+    FEATURES = frozenset(
+        ADMIN_FEATURES | {"list_offsets.max_timestamp"} | PRODUCE_FEATURES | CONSUME_FEATURES
+    )
+
+    def __init__(self, bootstrap: str, workdir: Path) -> None:
+        super().__init__(bootstrap, workdir)
+        self.driver = JavaDriver(workdir)
+
+    def close(self) -> None:
+        self.driver.close()
+
+    def reconnect(self) -> None:
+        self.driver.close()  # a new JVM (and Admin client) starts on the next request
+
+    def _call(self, op: str, **args: Any) -> Any:
+        return self.driver.call(op, bootstrap=self.bootstrap, **args)
+
+    def create_topic(
+        self, name: str, partitions: int = 1, rf: int = 1,
+        configs: dict[str, str] | None = None, validate_only: bool = False,
+    ) -> Json:  # fmt: skip
+        return self._call("create_topic", name=name, partitions=partitions, rf=rf, configs=configs or {},
+                          validate_only=validate_only)  # fmt: skip
+
+    def delete_topic(self, name: str) -> Json:
+        return self._call("delete_topic", name=name)
+
+    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> Json:
+        return self._call("create_partitions", name=name, total=total, validate_only=validate_only)
+
+    def describe_topic(self, name: str) -> Json:
+        return self._call("describe_topic", name=name)
+
+    def list_topics(self) -> Json:
+        return self._call("list_topics")
+
+    def describe_cluster(self) -> Json:
+        c = self._call("describe_cluster")
+        if "error" in c:
+            return c
+        c["nodes"] = sorted([n[0], f"{n[1]}:{n[2]}"] for n in c["nodes"])
+        return c
+
+    def describe_configs(
+        self, kind: str, name: str, keys: list[str] | None = None, synonyms: bool = False
+    ) -> Json:
+        return self._call("describe_configs", type=kind, name=name, keys=keys, synonyms=synonyms)
+
+    def alter_configs(self, topic: str, ops: list[tuple[str, str, str | None]]) -> Json:
+        return self._call("alter_configs", topic=topic, ops=[list(o) for o in ops])
+
+    def delete_records(self, topic: str, partition: int, before: int) -> Json:
+        return self._call("delete_records", topic=topic, partition=partition, before=before)
+
+    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec) -> Json:
+        return self._call("list_offsets", topic=topic, partition=partition, spec=spec)
+
+    def produce(
+        self, topic: str, records: list[Rec], *, acks: str = "all", codec: str = "none",
+        sync: bool = False, extra: dict[str, str] | None = None,
+    ) -> Json:  # fmt: skip
+        props = {"acks": acks, "compression.type": codec, **(extra or {})}
+        wire = [
+            {"key": b64(r.key), "value": b64(r.value), "partition": r.partition, "timestamp": r.timestamp,
+             "headers": [[k, b64(v)] for k, v in r.headers]}
+            for r in records
+        ]  # fmt: skip
+        return self._call("produce", topic=topic, records=wire, props=props, sync=sync)
+
+    def consume(
+        self, topic: str, partitions: list[int], start: Start, *,
+        until: dict[int, int] | None = None, max_records: int | None = None,
+        settings: FetchSettings | None = None, timeout_s: float = 15.0, until_moved: bool = False,
+    ) -> Json:  # fmt: skip
+        s = settings or FetchSettings()
+        props: dict[str, Any] = {"auto.offset.reset": s.reset or "earliest"}
+        props.update(fetch_config(s, FETCH_NAMES))
+        raw = self._call(
+            "consume", topic=topic, partitions=partitions, start=start, props=props,
+            until={str(k): v for k, v in (until or {}).items()} if until is not None else None,
+            max_records=max_records, timeout_ms=int(timeout_s * 1000), timeout=timeout_s + 60,
+            until_moved=until_moved,
+        )  # fmt: skip
+        out: dict[str, Json] = {
+            "records": [
+                record(r["partition"], r["offset"], unb64(r["key"]), unb64(r["value"]),
+                       [(k, unb64(v)) for k, v in r["headers"]], r["timestamp"], r["timestamp_type"])
+                for r in raw["records"]
+            ]
+        }  # fmt: skip
+        if until_moved:
+            out["positions"] = raw["positions"]
+        if "error" in raw:
+            out["error"] = raw["error"]
+        return out

@@ -1,0 +1,144 @@
+/*
+ * The Admin-client operations of CompatDriver: one method per compat client operation, each
+ * answering a plain JSON value built from kafka-clients' public Admin API results.
+ */
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.NullNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.util.*;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.*;
+import org.apache.kafka.common.config.ConfigResource;
+
+final class AdminOps {
+    static final long T = CompatDriver.TIMEOUT_MS;
+
+    static JsonNode run(Admin admin, String op, JsonNode r) throws Exception {
+        switch (op) {
+            case "create_topic": return createTopic(admin, r);
+            case "delete_topic":
+                admin.deleteTopics(List.of(r.get("name").asText())).all().get(T, TimeUnit.MILLISECONDS);
+                return NullNode.instance;
+            case "create_partitions":
+                admin.createPartitions(Map.of(r.get("name").asText(), NewPartitions.increaseTo(r.get("total").asInt())),
+                    new CreatePartitionsOptions().validateOnly(r.path("validate_only").asBoolean(false)))
+                    .all().get(T, TimeUnit.MILLISECONDS);
+                return NullNode.instance;
+            case "describe_topic": return describeTopic(admin, r.get("name").asText());
+            case "list_topics": {
+                ArrayNode names = CompatDriver.JSON.createArrayNode();
+                new TreeSet<>(admin.listTopics(new ListTopicsOptions().listInternal(true)).names()
+                    .get(T, TimeUnit.MILLISECONDS)).forEach(names::add);
+                return names;
+            }
+            case "describe_cluster": return describeCluster(admin);
+            case "describe_configs": return describeConfigs(admin, r);
+            case "alter_configs": return alterConfigs(admin, r);
+            case "list_offsets": return listOffsets(admin, r);
+            case "delete_records": {
+                TopicPartition tp = new TopicPartition(r.get("topic").asText(), r.get("partition").asInt());
+                DeletedRecords d = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(r.get("before").asLong())))
+                    .lowWatermarks().get(tp).get(T, TimeUnit.MILLISECONDS);
+                return CompatDriver.JSON.getNodeFactory().numberNode(d.lowWatermark());
+            }
+            default: throw new IllegalArgumentException("unknown op " + op);
+        }
+    }
+
+    static JsonNode createTopic(Admin admin, JsonNode r) throws Exception {
+        NewTopic topic = new NewTopic(r.get("name").asText(), Optional.of(r.get("partitions").asInt()),
+            Optional.of((short) r.get("rf").asInt()));
+        Map<String, String> configs = new HashMap<>();
+        r.get("configs").properties().forEach(f -> configs.put(f.getKey(), f.getValue().asText()));
+        topic.configs(configs);
+        admin.createTopics(List.of(topic), new CreateTopicsOptions().validateOnly(r.path("validate_only").asBoolean(false)))
+            .all().get(T, TimeUnit.MILLISECONDS);
+        return NullNode.instance;
+    }
+
+    static JsonNode describeTopic(Admin admin, String name) throws Exception {
+        TopicDescription d = admin.describeTopics(List.of(name)).allTopicNames().get(T, TimeUnit.MILLISECONDS).get(name);
+        ObjectNode o = CompatDriver.JSON.createObjectNode();
+        o.put("internal", d.isInternal());
+        ArrayNode parts = o.putArray("partitions");
+        for (TopicPartitionInfo p : d.partitions()) {
+            ObjectNode po = parts.addObject();
+            po.put("partition", p.partition());
+            po.put("leader", p.leader() == null ? -1 : p.leader().id());
+            ArrayNode replicas = po.putArray("replicas");
+            p.replicas().forEach(n -> replicas.add(n.id()));
+            ArrayNode isr = po.putArray("isr");
+            p.isr().forEach(n -> isr.add(n.id()));
+        }
+        return o;
+    }
+
+    static JsonNode describeCluster(Admin admin) throws Exception {
+        DescribeClusterResult c = admin.describeCluster();
+        ObjectNode o = CompatDriver.JSON.createObjectNode();
+        o.put("cluster_id", c.clusterId().get(T, TimeUnit.MILLISECONDS));
+        o.put("controller", c.controller().get(T, TimeUnit.MILLISECONDS).id());
+        ArrayNode nodes = o.putArray("nodes");
+        for (Node n : c.nodes().get(T, TimeUnit.MILLISECONDS)) nodes.addArray().add(n.id()).add(n.host()).add(n.port());
+        return o;
+    }
+
+    static JsonNode describeConfigs(Admin admin, JsonNode r) throws Exception {
+        ConfigResource.Type type = r.get("type").asText().equals("broker") ? ConfigResource.Type.BROKER
+            : ConfigResource.Type.TOPIC;
+        ConfigResource res = new ConfigResource(type, r.get("name").asText());
+        Config config = admin.describeConfigs(List.of(res),
+                new DescribeConfigsOptions().includeSynonyms(r.path("synonyms").asBoolean(false)))
+            .all().get(T, TimeUnit.MILLISECONDS).get(res);
+        Set<String> keys = new HashSet<>();
+        if (r.hasNonNull("keys")) r.get("keys").forEach(k -> keys.add(k.asText()));
+        ObjectNode o = CompatDriver.JSON.createObjectNode();
+        TreeMap<String, ConfigEntry> sorted = new TreeMap<>();
+        for (ConfigEntry e : config.entries()) sorted.put(e.name(), e);
+        for (ConfigEntry e : sorted.values()) {
+            if (!keys.isEmpty() && !keys.contains(e.name())) continue;
+            ObjectNode eo = o.putObject(e.name());
+            eo.put("value", e.value());
+            eo.put("source", e.source().name());
+            eo.put("read_only", e.isReadOnly());
+            eo.put("sensitive", e.isSensitive());
+            eo.put("type", e.type().name());
+            if (r.path("synonyms").asBoolean(false)) {
+                ArrayNode syn = eo.putArray("synonyms");
+                for (ConfigEntry.ConfigSynonym s : e.synonyms())
+                    syn.addArray().add(s.name()).add(s.value()).add(s.source().name());
+            }
+        }
+        return o;
+    }
+
+    static JsonNode alterConfigs(Admin admin, JsonNode r) throws Exception {
+        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, r.get("topic").asText());
+        List<AlterConfigOp> ops = new ArrayList<>();
+        for (JsonNode o : r.get("ops")) {
+            AlterConfigOp.OpType t = AlterConfigOp.OpType.valueOf(o.get(1).asText().toUpperCase(Locale.ROOT));
+            ops.add(new AlterConfigOp(new ConfigEntry(o.get(0).asText(), o.get(2).isNull() ? null : o.get(2).asText()), t));
+        }
+        admin.incrementalAlterConfigs(Map.of(res, ops)).all().get(T, TimeUnit.MILLISECONDS);
+        return NullNode.instance;
+    }
+
+    static JsonNode listOffsets(Admin admin, JsonNode r) throws Exception {
+        TopicPartition tp = new TopicPartition(r.get("topic").asText(), r.get("partition").asInt());
+        JsonNode spec = r.get("spec");
+        OffsetSpec s;
+        if (spec.isNumber()) s = OffsetSpec.forTimestamp(spec.asLong());
+        else if (spec.asText().equals("earliest")) s = OffsetSpec.earliest();
+        else if (spec.asText().equals("latest")) s = OffsetSpec.latest();
+        else if (spec.asText().equals("max_timestamp")) s = OffsetSpec.maxTimestamp();
+        else throw new IllegalArgumentException("spec " + spec);
+        ListOffsetsResult.ListOffsetsResultInfo info = admin.listOffsets(Map.of(tp, s))
+            .partitionResult(tp).get(T, TimeUnit.MILLISECONDS);
+        ObjectNode o = CompatDriver.JSON.createObjectNode();
+        o.put("offset", info.offset());
+        o.put("timestamp", info.timestamp());
+        return o;
+    }
+}
