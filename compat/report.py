@@ -17,6 +17,7 @@ from typing import Any
 from compat import normalise
 from compat.clients import CLIENTS
 from compat.deps import KAFKA_VERSION
+from compat.known_differences import KNOWN_DIFFERENCES
 from compat.scenarios import SCENARIOS, ordered
 
 REPORT = Path(__file__).resolve().with_name("REPORT.md")
@@ -81,8 +82,10 @@ def render(results: list[dict[str, Any]], seconds: float | None = None) -> str:
         diff = r["diff"].splitlines()
         if len(diff) > MAX_DIFF_LINES:
             diff = [*diff[:MAX_DIFF_LINES], f"... ({len(diff) - MAX_DIFF_LINES} more lines)"]
+        known = KNOWN_DIFFERENCES.get((r["scenario"], r["client"]))
+        cause = [f"Known difference (compat/known_differences.py): {known}", ""] if known else []
         lines += [f"### `{r['scenario']}` with {r['client']}: {r['status']}", "", " ".join(doc.split()), "",
-                  "```diff", *diff, "```", ""]  # fmt: skip
+                  *cause, "```diff", *diff, "```", ""]  # fmt: skip
     return "\n".join(lines).rstrip() + "\n"
 
 

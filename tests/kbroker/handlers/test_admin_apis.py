@@ -123,7 +123,7 @@ def test_describe_broker_configs_by_id(broker: BrokerProcess) -> None:
     request = describe_configs.DescribeConfigsRequest(resources=resources)
     mine, defaults, other = call(broker.bootstrap, request, 4).results
     assert (mine.error_code, mine.error_message, len(mine.configs)) == (0, "", 1)
-    assert (defaults.error_code, defaults.configs) == (0, ())  # "": cluster-wide dynamic defaults, none
+    assert (defaults.error_code, defaults.configs) == (0, ())  # "": cluster-wide defaults; num.partitions is none
     assert other.error_code == 42
     assert other.error_message == "Unexpected broker id, expected 1 or empty string, but received 2"
 
