@@ -152,14 +152,26 @@ class Broker:
                 partition.log.producer_state.remove_expired_producers(now_ms, expiration_ms)
 
     async def _transaction_timeout_loop(self) -> None:
-        """Abort transactions past their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
+        """Abort transactions past their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms)
+        and, every transaction.remove.expired.transaction.cleanup.interval.ms, forget transactional
+        ids idle for transactional.id.expiration.ms."""
         interval = self.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        remove_interval_ms = self.config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms")
+        expiration_ms = self.config.get_int("transactional.id.expiration.ms")
+        next_removal_ms = int(time.time() * 1000) + remove_interval_ms
         while True:
             await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
             try:
-                self.transaction_coordinator.abort_timed_out(int(time.time() * 1000))
+                self.transaction_coordinator.abort_timed_out(now_ms)
             except OSError as exc:
                 log.error("aborting timed-out transactions failed: %s", exc)
+            if now_ms >= next_removal_ms:
+                next_removal_ms = now_ms + remove_interval_ms
+                try:
+                    self.transaction_coordinator.remove_expired_transactional_ids(now_ms, expiration_ms)
+                except OSError as exc:
+                    log.error("removing expired transactional ids failed: %s", exc)
 
     async def _flush_loop(self, interval: float) -> None:
         """flush.ms needs a clock as well as appends (Kafka's log.flush.scheduler.interval.ms)."""

@@ -15,7 +15,8 @@ list_offsets), ``produce`` plus options (``produce.headers``, ``produce.timestam
 isolation settings, ``consume.reset``: auto.offset.reset, ``consume.multi``: several partitions
 at once, ``consume.position``: report positions, ``until_moved``), ``produce.partition``
 (explicit partitions), ``produce.binary`` (non-text bytes), ``admin.validate_only``,
-``admin.alter_configs_legacy``, ``list_offsets.max_timestamp``, ``api_versions``.
+``admin.alter_configs_legacy``, ``list_offsets.max_timestamp``, ``list_offsets.isolation``,
+``api_versions``, ``transactions`` (a transactional producer: ``transactional_producer``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,26 @@ PRODUCE_FEATURES = frozenset({
 CONSUME_FEATURES = frozenset({
     "consume", "consume.multi", "consume.position", "consume.timestamp", "consume.fetch", "consume.reset",
 })  # fmt: skip
+
+
+class TxnProducer:
+    """A transactional producer: ``begin``, ``send`` (flushed; one offset or error per
+    record), ``commit``/``abort`` (None, or an error), ``close``."""
+
+    def begin(self) -> Json:
+        raise Unsupported("transactions")
+
+    def send(self, topic: str, records: list[Rec]) -> Json:
+        raise Unsupported("transactions")
+
+    def commit(self) -> Json:
+        raise Unsupported("transactions")
+
+    def abort(self) -> Json:
+        raise Unsupported("transactions")
+
+    def close(self) -> None:
+        pass
 
 
 class Unsupported(Exception):
@@ -185,8 +206,10 @@ class Client:
         """The new low watermark, or an error."""
         raise Unsupported("delete_records")
 
-    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec) -> Json:
-        """{"offset", "timestamp"} (or what the client reports), or an error."""
+    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec, isolation: str | None = None) -> Json:
+        """{"offset", "timestamp"} (or what the client reports), or an error. ``isolation``
+        (read_committed | read_uncommitted; feature ``list_offsets.isolation``): the request's
+        isolation level, None for the client's default."""
         raise Unsupported("list_offsets")
 
     def api_versions(self) -> Json:
@@ -200,6 +223,10 @@ class Client:
     ) -> Json:  # fmt: skip
         """One result per record: its offset, or an error. ``sync``: one request per record."""
         raise Unsupported("produce")
+
+    def transactional_producer(self, transactional_id: str) -> TxnProducer:
+        """A producer with ``transactional.id`` set, its transactions initialised."""
+        raise Unsupported("transactions")
 
     def consume(
         self, topic: str, partitions: list[int], start: Start, *,

@@ -16,6 +16,7 @@ from compat.clients.base import (
     OffsetSpec,
     Rec,
     Start,
+    TxnProducer,
     Unsupported,
     err,
     fetch_config,
@@ -55,7 +56,8 @@ FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
 class ConfluentClient(Client):
     name = "confluent"
     FEATURES = frozenset(
-        ADMIN_FEATURES | {"list_offsets.max_timestamp"} | PRODUCE_FEATURES | (CONSUME_FEATURES - {"consume.position"})
+        ADMIN_FEATURES | {"list_offsets.max_timestamp", "list_offsets.isolation", "transactions"} | PRODUCE_FEATURES
+        | (CONSUME_FEATURES - {"consume.position"})
     )
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
@@ -170,15 +172,19 @@ class ConfluentClient(Client):
         except Exception as exc:
             return err(exc_name(exc))
 
-    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec) -> Json:
-        from confluent_kafka import TopicPartition
+    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec, isolation: str | None = None) -> Json:
+        from confluent_kafka import IsolationLevel, TopicPartition
         from confluent_kafka.admin import OffsetSpec as Spec
 
         specs = {"earliest": Spec.earliest, "latest": Spec.latest, "max_timestamp": Spec.max_timestamp}
         wanted = specs[spec]() if isinstance(spec, str) else Spec.for_timestamp(spec)
+        kwargs: dict[str, Any] = {}
+        if isolation is not None:
+            kwargs["isolation_level"] = {"read_committed": IsolationLevel.READ_COMMITTED,
+                                         "read_uncommitted": IsolationLevel.READ_UNCOMMITTED}[isolation]  # fmt: skip
         try:
             (future,) = self.admin.list_offsets({TopicPartition(topic, partition): wanted},
-                                                request_timeout=TIMEOUT_S).values()  # fmt: skip
+                                                request_timeout=TIMEOUT_S, **kwargs).values()  # fmt: skip
             info = self._wait(future)
         except Exception as exc:
             return err(exc_name(exc))
@@ -217,6 +223,9 @@ class ConfluentClient(Client):
                 producer.flush(TIMEOUT_S)
         producer.flush(TIMEOUT_S)
         return results
+
+    def transactional_producer(self, transactional_id: str) -> TxnProducer:
+        return ConfluentTxnProducer(self.bootstrap, transactional_id)
 
     def consume(
         self, topic: str, partitions: list[int], start: Start, *,
@@ -272,3 +281,63 @@ class ConfluentClient(Client):
         finally:
             consumer.close()
         return result
+
+
+class ConfluentTxnProducer(TxnProducer):
+    """confluent-kafka's transactional Producer API (init/begin/commit/abort_transaction)."""
+
+    def __init__(self, bootstrap: str, transactional_id: str) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                                  "linger.ms": 5, "message.timeout.ms": 15000})  # fmt: skip
+        self.producer.init_transactions(TIMEOUT_S)
+
+    def _call(self, fn: Any, *args: Any) -> Json:
+        try:
+            fn(*args)
+        except Exception as exc:
+            return err(exc_name(exc))
+        return None
+
+    def begin(self) -> Json:
+        return self._call(self.producer.begin_transaction)
+
+    def send(self, topic: str, records: list[Rec]) -> Json:
+        results: list[Json] = [None] * len(records)
+
+        def report(index: int) -> Any:
+            def cb(error: Any, msg: Any) -> None:
+                results[index] = err(kafka_error_name(error)) if error else msg.offset()
+            return cb
+
+        for i, r in enumerate(records):
+            kwargs: dict[str, Any] = {"value": r.value, "key": r.key, "on_delivery": report(i)}
+            if r.partition is not None:
+                kwargs["partition"] = r.partition
+            if r.timestamp is not None:
+                kwargs["timestamp"] = r.timestamp
+            if r.headers:
+                kwargs["headers"] = list(r.headers)
+            try:
+                self.producer.produce(topic, **kwargs)
+            except Exception as exc:
+                results[i] = err(exc_name(exc))
+        try:
+            self.producer.flush(TIMEOUT_S)
+        except Exception as exc:  # a fatal error (e.g. fenced) surfaces from flush
+            failed = err(exc_name(exc.__cause__ or exc) if isinstance(exc, SystemError) else exc_name(exc))
+            results = [failed if r is None else r for r in results]
+        return results
+
+    def commit(self) -> Json:
+        return self._call(self.producer.commit_transaction, TIMEOUT_S)
+
+    def abort(self) -> Json:
+        return self._call(self.producer.abort_transaction, TIMEOUT_S)
+
+    def close(self) -> None:
+        try:
+            self.producer.flush(TIMEOUT_S)
+        except Exception:  # a fenced producer reports its fatal error again
+            pass

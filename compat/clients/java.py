@@ -6,6 +6,7 @@ bytes travel base64-encoded and come back in the same record shape as the Python
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from compat.clients.base import (
     OffsetSpec,
     Rec,
     Start,
+    TxnProducer,
     b64,
     fetch_config,
     record,
@@ -35,10 +37,19 @@ FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
 }
 
 
+def wire(records: list[Rec]) -> list[dict[str, Any]]:
+    return [
+        {"key": b64(r.key), "value": b64(r.value), "partition": r.partition, "timestamp": r.timestamp,
+         "headers": [[k, b64(v)] for k, v in r.headers]}
+        for r in records
+    ]  # fmt: skip
+
+
 class JavaClient(Client):
     name = "java"
     FEATURES = frozenset(
-        ADMIN_FEATURES | {"list_offsets.max_timestamp"} | PRODUCE_FEATURES | CONSUME_FEATURES
+        ADMIN_FEATURES | {"list_offsets.max_timestamp", "list_offsets.isolation", "transactions"} | PRODUCE_FEATURES
+        | CONSUME_FEATURES
     )
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
@@ -91,20 +102,18 @@ class JavaClient(Client):
     def delete_records(self, topic: str, partition: int, before: int) -> Json:
         return self._call("delete_records", topic=topic, partition=partition, before=before)
 
-    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec) -> Json:
-        return self._call("list_offsets", topic=topic, partition=partition, spec=spec)
+    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec, isolation: str | None = None) -> Json:
+        return self._call("list_offsets", topic=topic, partition=partition, spec=spec, isolation=isolation)
+
+    def transactional_producer(self, transactional_id: str) -> TxnProducer:
+        return JavaTxnProducer(self, transactional_id)
 
     def produce(
         self, topic: str, records: list[Rec], *, acks: str = "all", codec: str = "none",
         sync: bool = False, extra: dict[str, str] | None = None,
     ) -> Json:  # fmt: skip
         props = {"acks": acks, "compression.type": codec, **(extra or {})}
-        wire = [
-            {"key": b64(r.key), "value": b64(r.value), "partition": r.partition, "timestamp": r.timestamp,
-             "headers": [[k, b64(v)] for k, v in r.headers]}
-            for r in records
-        ]  # fmt: skip
-        return self._call("produce", topic=topic, records=wire, props=props, sync=sync)
+        return self._call("produce", topic=topic, records=wire(records), props=props, sync=sync)
 
     def consume(
         self, topic: str, partitions: list[int], start: Start, *,
@@ -132,3 +141,34 @@ class JavaClient(Client):
         if "error" in raw:
             out["error"] = raw["error"]
         return out
+
+
+HANDLES = itertools.count()
+
+
+class JavaTxnProducer(TxnProducer):
+    """KafkaProducer with transactional.id (initTransactions/begin/commit/abortTransaction),
+    kept in the driver JVM under a handle between requests."""
+
+    def __init__(self, client: JavaClient, transactional_id: str) -> None:
+        self.client = client
+        self.handle = f"{transactional_id}#{next(HANDLES)}"  # two producers may share a transactional.id
+        self.init = self._step("init", props={"transactional.id": transactional_id})
+
+    def _step(self, step: str, **args: Any) -> Json:
+        return self.client._call("txn", handle=self.handle, step=step, **args)
+
+    def begin(self) -> Json:
+        return self._step("begin") if self.init is None else self.init
+
+    def send(self, topic: str, records: list[Rec]) -> Json:
+        return self._step("send", topic=topic, records=wire(records))
+
+    def commit(self) -> Json:
+        return self._step("commit")
+
+    def abort(self) -> Json:
+        return self._step("abort")
+
+    def close(self) -> None:
+        self._step("close")

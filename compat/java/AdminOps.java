@@ -134,7 +134,9 @@ final class AdminOps {
         else if (spec.asText().equals("latest")) s = OffsetSpec.latest();
         else if (spec.asText().equals("max_timestamp")) s = OffsetSpec.maxTimestamp();
         else throw new IllegalArgumentException("spec " + spec);
-        ListOffsetsResult.ListOffsetsResultInfo info = admin.listOffsets(Map.of(tp, s))
+        ListOffsetsOptions options = new ListOffsetsOptions(r.path("isolation").asText("").equals("read_committed")
+            ? org.apache.kafka.common.IsolationLevel.READ_COMMITTED : org.apache.kafka.common.IsolationLevel.READ_UNCOMMITTED);
+        ListOffsetsResult.ListOffsetsResultInfo info = admin.listOffsets(Map.of(tp, s), options)
             .partitionResult(tp).get(T, TimeUnit.MILLISECONDS);
         ObjectNode o = CompatDriver.JSON.createObjectNode();
         o.put("offset", info.offset());

@@ -12,6 +12,7 @@
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.NullNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.*;
 import java.lang.reflect.Method;
@@ -92,6 +93,7 @@ public final class CompatDriver {
         switch (op) {
             case "produce": return produce(bootstrap, r);
             case "consume": return consume(bootstrap, r);
+            case "txn": return txn(bootstrap, r);
             default: break;
         }
         Admin admin = ADMINS.computeIfAbsent(bootstrap, b -> Admin.create(Map.of(
@@ -175,6 +177,71 @@ public final class CompatDriver {
             }
             return ordered;
         }
+    }
+
+    // Transactional producers by the handle "txn" requests name them with ("init" makes one).
+    static final Map<String, KafkaProducer<byte[], byte[]>> TXN_PRODUCERS = new HashMap<>();
+
+    static ProducerRecord<byte[], byte[]> producerRecord(String topic, JsonNode rec) {
+        RecordHeaders headers = new RecordHeaders();
+        for (JsonNode h : rec.get("headers")) headers.add(h.get(0).asText(), bytes(h.get(1)));
+        Integer partition = rec.get("partition").isNull() ? null : rec.get("partition").asInt();
+        Long ts = rec.get("timestamp").isNull() ? null : rec.get("timestamp").asLong();
+        return new ProducerRecord<>(topic, partition, ts, bytes(rec.get("key")), bytes(rec.get("value")), headers);
+    }
+
+    /** A transactional KafkaProducer's steps: "step" = init | begin | send | commit | abort | close;
+     *  null on success, {"error": NAME} on a Kafka error; send answers one offset or error per record. */
+    static JsonNode txn(String bootstrap, JsonNode r) throws Exception {
+        String handle = r.get("handle").asText(), step = r.get("step").asText();
+        if (step.equals("init")) {
+            Properties p = props(bootstrap, r.get("props"));
+            p.putIfAbsent("linger.ms", "5");
+            p.putIfAbsent("delivery.timeout.ms", "15000");
+            p.putIfAbsent("request.timeout.ms", "10000");
+            p.putIfAbsent("max.block.ms", "15000");
+            KafkaProducer<byte[], byte[]> old = TXN_PRODUCERS.put(handle, new KafkaProducer<>(p,
+                new org.apache.kafka.common.serialization.ByteArraySerializer(),
+                new org.apache.kafka.common.serialization.ByteArraySerializer()));
+            if (old != null) old.close(Duration.ZERO);
+        }
+        KafkaProducer<byte[], byte[]> producer = TXN_PRODUCERS.get(handle);
+        try {
+            switch (step) {
+                case "init": producer.initTransactions(); return NullNode.getInstance();
+                case "begin": producer.beginTransaction(); return NullNode.getInstance();
+                case "commit": producer.commitTransaction(); return NullNode.getInstance();
+                case "abort": producer.abortTransaction(); return NullNode.getInstance();
+                case "close":
+                    TXN_PRODUCERS.remove(handle);
+                    producer.close(Duration.ofSeconds(5));
+                    return NullNode.getInstance();
+                case "send": break;
+                default: throw new IllegalArgumentException("txn step " + step);
+            }
+        } catch (KafkaException e) {
+            return error(e);
+        }
+        List<Object> futures = new ArrayList<>();
+        for (JsonNode rec : r.get("records")) {
+            try {
+                futures.add(producer.send(producerRecord(r.get("topic").asText(), rec)));
+            } catch (KafkaException | IllegalStateException e) {
+                futures.add(error(e));
+            }
+        }
+        producer.flush();
+        ArrayNode ordered = JSON.createArrayNode();
+        for (Object f : futures) {
+            if (f instanceof JsonNode n) { ordered.add(n); continue; }
+            try {
+                RecordMetadata md = (RecordMetadata) ((Future<?>) f).get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
+                ordered.add(md.hasOffset() ? md.offset() : -1L);
+            } catch (ExecutionException e) {
+                ordered.add(error(e.getCause()));
+            }
+        }
+        return ordered;
     }
 
     static JsonNode consume(String bootstrap, JsonNode r) {

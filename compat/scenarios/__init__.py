@@ -41,7 +41,8 @@ class Scenario:
 
 SCENARIOS: dict[str, Scenario] = {}
 # Scenario modules in run order; restart (which stops and kills the targets) runs last.
-MODULES = ("admin", "configs", "produce", "consume", "offsets", "records", "retention", "protocol", "restart")
+MODULES = ("admin", "configs", "produce", "consume", "offsets", "records", "retention", "protocol", "transactions",
+           "restart")
 
 
 def scenario(

@@ -4,7 +4,8 @@ Every state change is appended to ``__transaction_state`` (created at first use,
 Kafka) before it takes effect or is answered, and the newest record per id is reloaded at
 start-up; a crash between PrepareCommit/PrepareAbort and the Complete record is finished on
 load (markers written again). Ongoing transactions past their timeout are aborted with a
-bumped epoch, which fences the old producer.
+bumped epoch, which fences the old producer. Transactional ids with no transaction in progress
+and no state change for transactional.id.expiration.ms are forgotten with a tombstone.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kbroker.transactions.transaction_log import (
     partition_for,
     read_log,
     record_batch,
+    tombstone_batch,
 )
 
 if TYPE_CHECKING:
@@ -315,6 +317,26 @@ class TransactionCoordinator:
                      metadata.transactional_id, metadata.timeout_ms)
             self._abort_with_bump(metadata)
         return len(expired)
+
+    def remove_expired_transactional_ids(self, now_ms: int, expiration_ms: int) -> list[str]:
+        """Forget transactional ids (Kafka's TransactionStateManager.removeExpiredTransactionalIds):
+        an id whose state is Empty, CompleteCommit or CompleteAbort and whose last state change
+        is at least ``expiration_ms`` old gets a tombstone in ``__transaction_state`` and leaves
+        the cache. Ongoing and Prepare* ids never expire (an ongoing one times out first).
+        A later InitProducerId for the id starts afresh with a new producer id at epoch 0."""
+        expired = [m for m in self.transactions.values()
+                   if m.state in EXPIRABLE and m.last_update_ms <= now_ms - expiration_ms]
+        for metadata in expired:
+            self.ensure_topic()
+            index = partition_for(metadata.transactional_id, self.partitions_count())
+            partition = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index)
+            partition.append_as_leader(tombstone_batch(metadata.transactional_id, now_ms), -1, now_ms)
+            del self.transactions[metadata.transactional_id]
+            log.info("transactional id %r expired: idle since %d", metadata.transactional_id, metadata.last_update_ms)
+        return [m.transactional_id for m in expired]
+
+
+EXPIRABLE = (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
 
 
 def write_marker(replica_manager: ReplicaManager, offset_store: OffsetStore, topic: str, index: int,

@@ -218,6 +218,11 @@ def record_batch(m: TransactionMetadata, now_ms: int) -> memoryview:
                                             base_timestamp=now_ms)))
 
 
+def tombstone_batch(transactional_id: str, now_ms: int) -> memoryview:
+    """A writable one-record batch with the id's key and a null value: the id is forgotten."""
+    return memoryview(bytearray(build_batch([(encode_key(transactional_id), None)], base_timestamp=now_ms)))
+
+
 def read_log(plog: PartitionLog) -> Iterator[tuple[bytes | None, bytes | None]]:
     """(key, value) of every record of a ``__transaction_state`` partition, oldest first."""
     for batch in plog.iter_batches():
