@@ -6,9 +6,10 @@ a BROKER resource naming another node, a null value), with Kafka's error codes a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+from kbroker.protocol.codec import NO_THROTTLE, build
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -53,3 +54,28 @@ def check_broker_resource(broker: Broker, name: str) -> None:
             f"Unexpected broker id, expected {broker.node_id} or empty string, "
             f"but received {name}",
         )
+
+
+def answer_each_resource(m: Any, response_type: type, request: Any, alter: Callable[[Any], None]) -> Any:
+    """AlterConfigs / IncrementalAlterConfigs: run ``alter`` on each resource and answer per resource.
+
+    A resource named twice in one request is INVALID_REQUEST for each of its entries, as in Kafka.
+    """
+    duplicates = duplicate_resources(request.resources)
+    responses = []
+    for resource in request.resources:
+        error, message = ErrorCode.none, None
+        try:
+            if (resource.resource_type, resource.resource_name) in duplicates:
+                raise KafkaError(ErrorCode.invalid_request, DUPLICATE_RESOURCE)
+            alter(resource)
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        responses.append(build(
+            m.AlterConfigsResourceResponse,
+            error_code=error,
+            error_message=message,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        ))
+    return build(response_type, throttle_time=NO_THROTTLE, responses=tuple(responses))

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 from kbroker.config_resources import (
     DEFAULT_TOPIC_RESOURCE,
-    DUPLICATE_RESOURCE,
     DYNAMIC_BROKER_CONFIGS_UNSUPPORTED,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
+    answer_each_resource,
     check_broker_resource,
-    duplicate_resources,
     null_value_error,
 )
 from kbroker.context import RequestContext
-from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.codec import response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 33
@@ -35,24 +34,9 @@ MAX_VERSION = 2
 
 async def handle(ctx: RequestContext, request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    duplicates = duplicate_resources(request.resources)
-    responses = []
-    for resource in request.resources:
-        error, message = ErrorCode.none, None
-        try:
-            if (resource.resource_type, resource.resource_name) in duplicates:
-                raise KafkaError(ErrorCode.invalid_request, DUPLICATE_RESOURCE)
-            _alter(ctx, resource, request.validate_only)
-        except KafkaError as exc:
-            error, message = exc.code, exc.message
-        responses.append(build(
-            m.AlterConfigsResourceResponse,
-            error_code=error,
-            error_message=message,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-        ))
-    return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))
+    return answer_each_resource(
+        m, m.AlterConfigsResponse, request, lambda resource: _alter(ctx, resource, request.validate_only)
+    )
 
 
 def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:

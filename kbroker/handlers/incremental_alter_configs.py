@@ -19,17 +19,16 @@ from __future__ import annotations
 
 from kbroker.config_resources import (
     DEFAULT_TOPIC_RESOURCE,
-    DUPLICATE_RESOURCE,
     DYNAMIC_BROKER_CONFIGS_UNSUPPORTED,
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
+    answer_each_resource,
     check_broker_resource,
-    duplicate_resources,
     null_value_error,
 )
 from kbroker.context import RequestContext
-from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.codec import response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.log_config import TOPIC_CONFIGS, ConfigType
 
@@ -43,25 +42,8 @@ _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 async def handle(ctx: RequestContext, request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    duplicates = duplicate_resources(request.resources)
-    responses = []
-    for resource in request.resources:
-        error, message = ErrorCode.none, None
-        try:
-            if (resource.resource_type, resource.resource_name) in duplicates:
-                raise KafkaError(ErrorCode.invalid_request, DUPLICATE_RESOURCE)
-            _alter(ctx, resource, request.validate_only)
-        except KafkaError as exc:
-            error, message = exc.code, exc.message
-        responses.append(build(
-            m.AlterConfigsResourceResponse,
-            error_code=error,
-            error_message=message,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-        ))
-    return build(
-        m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses)
+    return answer_each_resource(
+        m, m.IncrementalAlterConfigsResponse, request, lambda resource: _alter(ctx, resource, request.validate_only)
     )
 
 
