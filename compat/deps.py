@@ -1,10 +1,12 @@
-"""Install the test suite's non-pip dependencies: Apache Kafka's jars and kcat.
+"""Install the test suite's non-pip dependencies: Apache Kafka's jars, Spark's Kafka connector
+jars and kcat.
 
 ``python -m compat.deps`` resolves the pinned Kafka jars listed in ``kafka-jars.pom.xml`` with
-Maven into a cache directory (``~/.cache/kbroker/kafka-4.3.1/libs``, or ``$KBROKER_KAFKA_LIBS``)
-and makes sure ``kcat`` is on PATH (installing the Debian package when running as root). A
-marker file written after a successful resolution makes later runs a no-op. It exits non-zero
-with a message saying what is missing when it cannot finish.
+Maven into a cache directory (``~/.cache/kbroker/kafka-4.3.1/libs``, or ``$KBROKER_KAFKA_LIBS``),
+the Spark connector jars the same way (``kbroker.spark.connector``), and makes sure ``kcat`` is
+on PATH (installing the Debian package when running as root). A marker file written after a
+successful resolution makes later runs a no-op. It exits non-zero with a message saying what is
+missing when it cannot finish.
 
 Tests call :func:`kafka_classpath` for a ``java -cp`` value (resolving the jars on first use).
 """
@@ -12,28 +14,22 @@ Tests call :func:`kafka_classpath` for a ``java -cp`` value (resolving the jars 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
-import hashlib
-import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+
+from kbroker.spark.connector import connector_jars
+from kbroker.spark.maven import MavenError, MavenJars, cache_dir
 
 KAFKA_VERSION = "4.3.1"
 POM = Path(__file__).resolve().with_name("kafka-jars.pom.xml")
 LIBS_ENV = "KBROKER_KAFKA_LIBS"
-MARKER = ".kbroker-deps-complete"
-LOCK = ".kbroker-deps.lock"
-MVN_TIMEOUT = 900.0
 APT_TIMEOUT = 900.0
 
-
-class DepsError(RuntimeError):
-    """A dependency is missing and could not be installed; the message says what to do."""
+DepsError = MavenError
 
 
 def libs_dir() -> Path:
@@ -41,117 +37,21 @@ def libs_dir() -> Path:
 
     The directory is dedicated to these jars: every jar in it is on the classpath.
     """
-    override = os.environ.get(LIBS_ENV)
-    if override:
-        return Path(override).expanduser()
-    return Path.home() / ".cache" / "kbroker" / f"kafka-{KAFKA_VERSION}" / "libs"
+    return cache_dir(f"kafka-{KAFKA_VERSION}/libs", LIBS_ENV)
 
 
-def _pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
-
-
-def _read_marker(libs: Path) -> dict[str, object] | None:
-    try:
-        marker = json.loads((libs / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    return marker if isinstance(marker, dict) else None
-
-
-def jars_complete(libs: Path | None = None) -> bool:
-    """True when ``libs`` holds a finished resolution of the current pom (and its jars)."""
-    libs = libs or libs_dir()
-    marker = _read_marker(libs)
-    if marker is None or marker.get("pom_sha256") != _pom_digest():
-        return False
-    jars = marker.get("jars")
-    return isinstance(jars, list) and bool(jars) and all((libs / str(j)).is_file() for j in jars)
-
-
-@contextlib.contextmanager
-def _locked(libs: Path) -> Iterator[None]:
-    """Serialise resolutions into one directory (parallel test sessions, xdist workers)."""
-    libs.mkdir(parents=True, exist_ok=True)
-    with open(libs / LOCK, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def ensure_kafka_jars(libs: Path | None = None, *, quiet: bool = False) -> Path:
-    """Resolve the pom's runtime dependencies into ``libs`` unless already done; return ``libs``."""
-    libs = libs or libs_dir()
-    if jars_complete(libs):
-        return libs
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise DepsError(
-            f"Maven ('mvn') is not on PATH; it is needed once to download the Kafka "
-            f"{KAFKA_VERSION} jars into {libs}. Install it (Debian/Ubuntu: apt-get install "
-            "maven) and rerun `python -m compat.deps`."
-        )
-    with _locked(libs):
-        if jars_complete(libs):  # another process finished while we waited for the lock
-            return libs
-        # A stale resolution (the pom changed): remove the jars its marker lists, and only those,
-        # so an old version of a library cannot shadow the new one on the classpath.
-        old = _read_marker(libs)
-        (libs / MARKER).unlink(missing_ok=True)
-        old_jars = old.get("jars") if old is not None else None
-        if isinstance(old_jars, list):
-            for name in old_jars:
-                (libs / Path(str(name)).name).unlink(missing_ok=True)
-        if not quiet:
-            print(
-                f"compat.deps: resolving Kafka {KAFKA_VERSION} jars into {libs} (mvn) ...",
-                flush=True,
-            )
-        cmd = [
-            mvn,
-            "-B",
-            "-q",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={libs}",
-            "-DincludeScope=runtime",
-        ]
-        try:
-            result = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=MVN_TIMEOUT, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise DepsError(
-                f"mvn did not finish within {MVN_TIMEOUT:.0f} s: {' '.join(cmd)}"
-            ) from exc
-        if result.returncode != 0:
-            output = (result.stdout + result.stderr).strip()[-4000:]
-            raise DepsError(
-                f"mvn failed (exit {result.returncode}) resolving {POM.name}; is Maven Central "
-                f"reachable?\n$ {' '.join(cmd)}\n{output}"
-            )
-        jars = sorted(p.name for p in libs.glob("*.jar"))
-        if not any(j.startswith(f"kafka-tools-{KAFKA_VERSION}") for j in jars):
-            raise DepsError(f"mvn succeeded but {libs} holds no kafka-tools-{KAFKA_VERSION} jar")
-        (libs / MARKER).write_text(
-            json.dumps({"pom_sha256": _pom_digest(), "jars": jars}, indent=1)
-        )
-    if not quiet:
-        print(f"compat.deps: {len(jars)} jars in {libs}", flush=True)
-    return libs
+def kafka_jars() -> MavenJars:
+    return MavenJars(f"Kafka {KAFKA_VERSION}", POM, libs_dir(), required=f"kafka-tools-{KAFKA_VERSION}")
 
 
 def kafka_classpath(*, resolve: bool = True) -> str:
     """A ``java -cp`` value holding Kafka's jars (resolving them first if ``resolve``)."""
-    libs = libs_dir()
+    jars = kafka_jars()
     if resolve:
-        ensure_kafka_jars(libs, quiet=True)
-    elif not jars_complete(libs):
-        raise DepsError(f"Kafka jars are not in {libs}; run `python -m compat.deps`")
-    return f"{libs}{os.sep}*"
+        jars.ensure(quiet=True)
+    elif not jars.complete():
+        raise DepsError(f"Kafka jars are not in {jars.libs}; run `python -m compat.deps`")
+    return f"{jars.libs}{os.sep}*"
 
 
 def _apt_install(package: str) -> None:
@@ -211,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m compat.deps", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--skip-jars", action="store_true", help="do not resolve the Kafka jars")
+    parser.add_argument("--skip-spark", action="store_true", help="do not resolve the Spark connector jars")
     parser.add_argument("--skip-kcat", action="store_true", help="do not check for or install kcat")
     args = parser.parse_args(argv)
     try:
@@ -226,8 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "client driver and needs a JDK 17+",
                     file=sys.stderr,
                 )
-            libs = ensure_kafka_jars()
-            print(f"compat.deps: Kafka {KAFKA_VERSION} jars ready: {libs}")
+            print(f"compat.deps: Kafka {KAFKA_VERSION} jars ready: {kafka_jars().ensure()}")
+        if not args.skip_spark:
+            print(f"compat.deps: Spark Kafka connector jars ready: {connector_jars().ensure()}")
         if not args.skip_kcat:
             print(f"compat.deps: kcat ready: {ensure_kcat()}")
     except DepsError as exc:

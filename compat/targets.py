@@ -170,7 +170,7 @@ class KafkaTarget(Target):
 
     name = "kafka"
 
-    def __init__(self, workdir: Path, log_level: str = "INFO") -> None:
+    def __init__(self, workdir: Path, log_level: str = "INFO", extra: dict[str, str] | None = None) -> None:
         super().__init__(workdir)
         self.controller_port = free_port()
         self.data_dir = self.workdir / "data"
@@ -181,9 +181,8 @@ class KafkaTarget(Target):
         self.java = shutil.which("java") or "java"
         self.classpath = kafka_classpath()
         self.proc: subprocess.Popen[bytes] | None = None
-        self.properties.write_text(
-            server_properties(self.port, self.controller_port, str(self.data_dir), KAFKA_ONLY_SETTINGS)
-        )
+        settings = {**KAFKA_ONLY_SETTINGS, **(extra or {})}
+        self.properties.write_text(server_properties(self.port, self.controller_port, str(self.data_dir), settings))
         self.log4j.write_text(LOG4J2_FILE_CONFIG.format(log=self.log, level=log_level))
 
     def _java(self, *args: str, heap: list[str] | None = None) -> list[str]:
@@ -240,14 +239,14 @@ class KbrokerTarget(Target):
 
     name = "kbroker"
 
-    def __init__(self, workdir: Path, python: str = sys.executable) -> None:
+    def __init__(self, workdir: Path, python: str = sys.executable, extra: dict[str, str] | None = None) -> None:
         super().__init__(workdir)
         self.data_dir = self.workdir / "data"
         self.properties = self.workdir / "server.properties"
         self.log = self.workdir / "kbroker.log"
         self.python = python
         self.proc: subprocess.Popen[bytes] | None = None
-        self.properties.write_text(server_properties(self.port, free_port(), str(self.data_dir)))
+        self.properties.write_text(server_properties(self.port, free_port(), str(self.data_dir), extra))
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
@@ -287,13 +286,14 @@ class DockerKafkaTarget(Target):
 
     name = "kafka"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, extra: dict[str, str] | None = None) -> None:
         super().__init__(workdir)
         self.controller_port = free_port()
         self.properties = self.workdir / "server.properties"
         self.log = self.workdir / "container.log"
+        settings = {**KAFKA_ONLY_SETTINGS, **(extra or {})}
         self.properties.write_text(
-            server_properties(self.port, self.controller_port, "/tmp/kraft-combined-logs", KAFKA_ONLY_SETTINGS)
+            server_properties(self.port, self.controller_port, "/tmp/kraft-combined-logs", settings)
             .replace(f"{HOST}:{self.controller_port}", f"localhost:{self.controller_port}")
             .replace(f"PLAINTEXT://{HOST}:{self.port},", f"PLAINTEXT://0.0.0.0:{self.port},")
         )
@@ -351,9 +351,10 @@ def docker_available() -> bool:
         return False
 
 
-def kafka_target(workdir: Path) -> Target:
-    """The real-Kafka target for this machine: ``COMPAT_KAFKA`` (maven/docker) or automatic."""
+def kafka_target(workdir: Path, extra: dict[str, str] | None = None) -> Target:
+    """The real-Kafka target for this machine: ``COMPAT_KAFKA`` (maven/docker) or automatic;
+    ``extra`` settings go on top of the shared ones."""
     choice = os.environ.get("COMPAT_KAFKA", "auto")
     if choice == "docker" or (choice == "auto" and docker_available()):
-        return DockerKafkaTarget(workdir)
-    return KafkaTarget(workdir)
+        return DockerKafkaTarget(workdir, extra)
+    return KafkaTarget(workdir, extra=extra)

@@ -11,9 +11,9 @@ import venv
 import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LAYERS = {"protocol": 0, "storage": 1, "replication": 2, "kbroker": 3}
+LAYERS = {"protocol": 0, "storage": 1, "replication": 2, "kbroker": 3, "spark": 4}
 SUBPACKAGES = ["kbroker", "kbroker.protocol", "kbroker.storage", "kbroker.replication", "kbroker.handlers",
-               "kbroker.groups", "kbroker.transactions"]
+               "kbroker.groups", "kbroker.transactions", "kbroker.spark", "kbroker.spark.connector"]
 
 
 def test_wheel_installs_and_imports_in_fresh_venv(tmp_path):
@@ -35,7 +35,7 @@ def test_wheel_installs_and_imports_in_fresh_venv(tmp_path):
     code = "import importlib, sys\n" + "".join(
         f"m = importlib.import_module({name!r}); assert 'site-packages' in m.__file__, m.__file__\n"
         for name in SUBPACKAGES
-    )
+    ) + "assert m.POM.is_file(), m.POM  # the connector pom ships as package data\n"
     subprocess.run([str(python), "-c", code], check=True, cwd=tmp_path)
 
 
