@@ -47,3 +47,20 @@ def start_memory_query(
 
 def table_rows(spark: SparkSession, table: str) -> list[Row]:
     return spark.sql(f"SELECT * FROM {table}").collect()
+
+
+def start_collecting_query(
+    df: DataFrame, checkpoint: str, trigger: dict[str, Any] | None = None
+) -> tuple[StreamingQuery, list[tuple[int, list[Row]]]]:
+    """Start ``df`` with a ``foreachBatch`` sink that appends ``(batch id, rows)`` to the returned
+    list. Unlike the memory sink (append mode), it may restart on an existing checkpoint, and it
+    shows exactly what each batch delivered (a replayed batch appears twice)."""
+    batches: list[tuple[int, list[Row]]] = []
+
+    def collect(batch: DataFrame, batch_id: int) -> None:
+        batches.append((batch_id, batch.collect()))
+
+    writer = df.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint)
+    if trigger:
+        writer = writer.trigger(**trigger)
+    return writer.start(), batches
