@@ -327,7 +327,10 @@ class ConfluentTxnProducer(TxnProducer):
             self.producer.flush(TIMEOUT_S)
         except Exception as exc:  # a fatal error (e.g. fenced) surfaces from flush
             failed = err(exc_name(exc.__cause__ or exc) if isinstance(exc, SystemError) else exc_name(exc))
-            results = [failed if r is None else r for r in results]
+            # Every unwritten record reports the fatal error: whether librdkafka ran a record's
+            # delivery callback (with the broker's error) before raising depends on its threads'
+            # timing, so the broker's error alone would make the outcome nondeterministic.
+            results = [r if isinstance(r, int) else failed for r in results]
         return results
 
     def commit(self) -> Json:
