@@ -43,6 +43,7 @@ SHARED_SETTINGS: dict[str, str] = {
     "default.replication.factor": "1",
     "auto.create.topics.enable": "false",
     "log.retention.check.interval.ms": "250",
+    "log.cleaner.backoff.ms": "100",  # compaction scenarios wait for the cleaner, not 15 s
     "offsets.topic.replication.factor": "1",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",

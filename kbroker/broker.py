@@ -18,11 +18,14 @@ import uuid
 from kbroker.config import KafkaConfig
 from kbroker.connection import KafkaConnection
 from kbroker.dispatcher import Dispatcher
+from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
+from kbroker.groups.coordinator import GroupCoordinator
 from kbroker.groups.offset_store import OffsetStore
 from kbroker.replication.controller import Controller
 from kbroker.replication.producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from kbroker.replication.replica_manager import ReplicaManager
 from kbroker.storage.file_io import replace_atomically
+from kbroker.storage.log_cleaner import LogCleaner
 from kbroker.storage.log_manager import LogManager
 from kbroker.transactions.coordinator import TransactionCoordinator
 
@@ -58,6 +61,11 @@ class Broker:
         self.offset_store = OffsetStore(
             self.controller, self.replica_manager, config.get_int("offsets.topic.num.partitions")
         )
+        self.group_coordinator = GroupCoordinator(self.offset_store, config)
+        # KIP-848 consumer groups; the classic coordinator defers to it for their group ids.
+        self.consumer_coordinator = ConsumerGroupCoordinator(config, self.controller, self.group_coordinator,
+                                                             self.offset_store)
+        self.group_coordinator.consumer = self.consumer_coordinator
         self.transaction_coordinator = TransactionCoordinator(
             self.controller, self.replica_manager, self.offset_store, self.producer_ids,
             config.get_int("transaction.state.log.num.partitions"), config.get_int("transaction.max.timeout.ms"),
@@ -66,6 +74,7 @@ class Broker:
         self.servers: list[asyncio.Server] = []
         self.bound: list[tuple[str, str, int]] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self.log_cleaner: LogCleaner | None = None
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -110,6 +119,9 @@ class Broker:
         self.log_manager.startup()
         self.controller.activate_partitions()
         self.offset_store.load()
+        self.group_coordinator.load()
+        self.consumer_coordinator.load(self.offset_store.consumer_group_records)  # after the classic groups
+        self.offset_store.consumer_group_records.clear()
         self.transaction_coordinator.load()  # finishes transactions a crash left mid-end
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
@@ -121,13 +133,23 @@ class Broker:
             self.servers.append(server)
             sock_port = server.sockets[0].getsockname()[1]
             self.bound.append((name, host, sock_port))
+        self.group_coordinator.start()
         self._tasks.append(loop.create_task(self._retention_loop()))
+        if self.config.get_bool("log.cleaner.enable"):
+            self.log_cleaner = LogCleaner(
+                self.log_manager, self.config.get_int("log.cleaner.backoff.ms"), self._high_watermark
+            )
+            self._tasks.append(loop.create_task(self.log_cleaner.run()))
         self._tasks.append(loop.create_task(self._checkpoint_loop()))
         self._tasks.append(loop.create_task(self._producer_expiry_loop()))
         self._tasks.append(loop.create_task(self._transaction_timeout_loop()))
         flush_interval_ms = self.config.get_int("log.flush.scheduler.interval.ms")
         if flush_interval_ms < 2**63 - 1:
             self._tasks.append(loop.create_task(self._flush_loop(flush_interval_ms / 1000)))
+
+    def _high_watermark(self, topic: str, index: int) -> int | None:
+        partition = self.replica_manager.partitions.get((topic, index))
+        return None if partition is None else partition.high_watermark
 
     async def _retention_loop(self) -> None:
         interval = self.config.get_int("log.retention.check.interval.ms") / 1000
@@ -190,8 +212,12 @@ class Broker:
         """Stop accepting, finish in-flight requests, close logs cleanly."""
         for server in self.servers:
             server.close()
+        if self.log_cleaner is not None:
+            self.log_cleaner.stop()  # a cleaning in its worker thread gives up at its next batch
         for task in self._tasks:
             task.cancel()
+        self.group_coordinator.stop()  # answers parked JoinGroup/SyncGroup so connections drain
+        self.consumer_coordinator.stop()
         connections = list(self.dispatcher.connections)
         for conn in connections:
             conn.start_draining()

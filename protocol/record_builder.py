@@ -10,7 +10,15 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
-from .records import ATTRIBUTES_OFFSET, CONTROL_FLAG, CRC_OFFSET, TRANSACTIONAL_FLAG
+from .records import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG,
+    CRC_OFFSET,
+    TIMESTAMP_TYPE_LOG_APPEND,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    Record,
+)
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
@@ -89,3 +97,25 @@ def build_end_txn_marker(producer_id: int, producer_epoch: int, commit: bool, co
         [(key, value)], base_timestamp=timestamp, attributes=CONTROL_FLAG | TRANSACTIONAL_FLAG,
         producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
     )
+
+
+def rebuild_batch(header: BatchHeader, records: Sequence[Record], attributes: int, base_timestamp: int,
+                  max_timestamp: int) -> bytes:
+    """An uncompressed batch holding ``records`` (decoded from the batch ``header`` describes) with
+    that batch's base offset, last offset delta, leader epoch and producer fields: what log
+    compaction writes when a batch keeps only some of its records (or none: an empty header).
+    Record offset deltas stay relative to the original base offset; timestamp deltas are taken
+    against ``base_timestamp`` (which holds the delete horizon when attribute bit 0x40 is set)."""
+    log_append_time = bool(attributes & TIMESTAMP_TYPE_LOG_APPEND)  # records carry no own timestamps then
+    body = b"".join(
+        encode_record(r.offset - header.base_offset, 0 if log_append_time else r.timestamp - base_timestamp,
+                      r.key, r.value, r.headers)
+        for r in records
+    )
+    batch = bytearray(_HEADER.pack(
+        header.base_offset, 0, header.partition_leader_epoch, 2, 0, attributes, header.last_offset_delta,
+        base_timestamp, max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence, len(records),
+    ) + body)
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(bytes(batch[ATTRIBUTES_OFFSET:])))
+    return bytes(batch)

@@ -42,6 +42,7 @@ from kbroker.protocol.records import (
 
 from .file_io import replace_atomically
 from .leader_epoch_cache import LeaderEpochCache
+from .log_cleaner_recovery import complete_interrupted_cleaning
 from .log_config import LogConfig
 from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from .segment import AppendedBatch, LogSegment
@@ -110,6 +111,7 @@ class PartitionLog:
         After an unclean shutdown every segment at or after the recovery point is scanned and
         a torn tail is truncated; what was cut is logged.
         """
+        complete_interrupted_cleaning(self.directory, self.config.index_interval_bytes)
         bases = sorted(
             int(name[:-4]) for name in os.listdir(self.directory) if name.endswith(".log")
         )
@@ -324,10 +326,20 @@ class PartitionLog:
         if not active.is_empty and (
             active.size + len(payload) > self.config.segment_bytes
             or last - active.base_offset > _MAX_RELATIVE_OFFSET
-            or now_ms - (active.first_batch_timestamp_ms or now_ms) >= self.config.segment_ms
+            or self._time_waited_for_roll(active, batches, now_ms) > self.config.segment_ms
         ):
             self.roll()
         self.active_segment.append(payload, batches)
+
+    @staticmethod
+    def _time_waited_for_roll(active: LogSegment, batches: list[AppendedBatch], now_ms: int) -> int:
+        """Kafka's rule: the incoming records' max timestamp minus the segment's first batch
+        timestamp (so a replay of old data rolls by its own time), or wall time since the
+        segment was created when the segment has no timestamp."""
+        rolling = active.rolling_timestamp_ms()
+        if rolling < 0:
+            return now_ms - active.created_ms
+        return max((b.max_timestamp for b in batches), default=now_ms) - rolling
 
     def roll(self) -> LogSegment:
         """Close the active segment for appends and start a new one at the log end offset."""
@@ -471,19 +483,25 @@ class PartitionLog:
         if not self.config.delete:
             return 0
         cutoff = 0
-        candidates = [s for s in self.segments if s.next_offset <= high_watermark and not s.is_empty]
+        # A segment ends where the next begins: after compaction its own next_offset may be lower.
+        ends = [self.segments[i + 1].base_offset for i in range(len(self.segments) - 1)]
+        ends.append(self.log_end_offset)
+        candidates = [
+            (s, end) for s, end in zip(self.segments, ends, strict=True)
+            if s.next_offset <= high_watermark and not s.is_empty
+        ]
         if self.config.retention_ms >= 0:
-            for segment in candidates:
+            for segment, end in candidates:
                 if now_ms - segment.largest_timestamp() <= self.config.retention_ms:
                     break
-                cutoff = segment.next_offset
+                cutoff = end
         if self.config.retention_bytes >= 0:
             excess = self.size_in_bytes - self.config.retention_bytes
-            for segment in candidates:
+            for segment, end in candidates:
                 if excess < segment.size:
                     break
                 excess -= segment.size
-                cutoff = max(cutoff, segment.next_offset)
+                cutoff = max(cutoff, end)
         if cutoff <= self.log_start_offset and cutoff <= self.segments[0].base_offset:
             return 0
         deleted = self._delete_segments_below(cutoff)

@@ -268,6 +268,12 @@ class LogConfig:
     timestamp_before_max_ms: int = MAX_LONG
     timestamp_after_max_ms: int = 3600000
     min_insync_replicas: int = 1
+    # Log cleaner (cleanup.policy=compact): read by storage/log_cleaner.py.
+    delete_retention_ms: int = 86400000
+    min_cleanable_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = MAX_LONG
+    file_delete_delay_ms: int = 60000
 
     @classmethod
     def from_resolved(cls, resolved: Mapping[str, ConfigEntry]) -> LogConfig:
@@ -275,9 +281,13 @@ class LogConfig:
             return int(resolved[name].value or 0)
 
         policy = {p.strip() for p in (resolved["cleanup.policy"].value or "").split(",")}
+        segment_ms = num("segment.ms")
+        if "compact" in policy:
+            # Kafka rolls a compacted log by max.compaction.lag.ms too, so its records can be cleaned in time.
+            segment_ms = min(segment_ms, num("max.compaction.lag.ms"))
         return cls(
             segment_bytes=num("segment.bytes"),
-            segment_ms=num("segment.ms"),
+            segment_ms=segment_ms,
             retention_ms=num("retention.ms"),
             retention_bytes=num("retention.bytes"),
             max_message_bytes=num("max.message.bytes"),
@@ -290,4 +300,9 @@ class LogConfig:
             timestamp_before_max_ms=num("message.timestamp.before.max.ms"),
             timestamp_after_max_ms=num("message.timestamp.after.max.ms"),
             min_insync_replicas=num("min.insync.replicas"),
+            delete_retention_ms=num("delete.retention.ms"),
+            min_cleanable_ratio=float(resolved["min.cleanable.dirty.ratio"].value or 0.5),
+            min_compaction_lag_ms=num("min.compaction.lag.ms"),
+            max_compaction_lag_ms=num("max.compaction.lag.ms"),
+            file_delete_delay_ms=num("file.delete.delay.ms"),
         )

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kbroker.protocol.records import HEADER_SIZE, LOG_OVERHEAD, crc_is_valid, iter_records
+from kbroker.protocol.records import HEADER_SIZE, LOG_OVERHEAD, crc_is_valid, iter_records, read_header
 
 from .file_io import pread_exact, write_all
 from .offset_index import OffsetIndex
@@ -155,8 +155,8 @@ class LogSegment:
         start = self.size
         write_all(self.fd, payload)
         self.size += len(payload)
-        if self.first_batch_timestamp_ms is None:
-            self.first_batch_timestamp_ms = int(time.time() * 1000)
+        if self.first_batch_timestamp_ms is None and batches:
+            self.first_batch_timestamp_ms = batches[0].max_timestamp
         for i, batch in enumerate(batches):
             end = batches[i + 1].relative_position if i + 1 < len(batches) else len(payload)
             self._track_batch(
@@ -165,6 +165,15 @@ class LogSegment:
                 batch.last_offset,
                 batch.max_timestamp,
             )
+
+    def rolling_timestamp_ms(self) -> int:
+        """Kafka's rolling-based timestamp: the first batch's max timestamp (read from the file
+        once for a segment loaded from disk), or -1 when the segment is empty or has none."""
+        if self.first_batch_timestamp_ms is None:
+            if self.size < HEADER_SIZE:
+                return -1
+            self.first_batch_timestamp_ms = read_header(pread_exact(self.fd, HEADER_SIZE, 0)).max_timestamp
+        return self.first_batch_timestamp_ms
 
     def _track_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
         if max_ts > self.max_timestamp:
@@ -231,6 +240,7 @@ class LogSegment:
             return 0
         os.ftruncate(self.fd, position)
         self.size = position
+        self.first_batch_timestamp_ms = None  # re-read from the file (or none if now empty)
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
         self.txn_index.truncate_to(offset)

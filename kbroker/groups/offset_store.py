@@ -1,7 +1,9 @@
 """OffsetStore: consumer groups' committed offsets, kept in the ``__consumer_offsets`` topic.
 
-The one place offsets are written and read: TxnOffsetCommit (now) and OffsetCommit /
-OffsetFetch (the consumer-groups issue) go through it. A group's offsets live in partition
+The one place offsets are written and read: TxnOffsetCommit, OffsetCommit, OffsetFetch,
+OffsetDelete and DeleteGroups go through it. It is also the one writer of that topic, so the
+GroupCoordinator's group metadata records (``group_metadata.py``) are appended here too, and
+replayed here at start-up into ``loaded_groups``. A group's offsets live in partition
 ``abs(javaHashCode(group)) % offsets.topic.num.partitions``, as in Kafka.
 """
 
@@ -13,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kbroker.groups.group_metadata import GroupRecord, decode_group_key, decode_group_value, encode_group_key
+from kbroker.groups.group_metadata import encode_group_value as encode_group_record
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_builder import build_batch
 from kbroker.protocol.records import TRANSACTIONAL_FLAG, control_record_type, iter_records, read_header
@@ -87,6 +91,11 @@ class OffsetStore:
         self.num_partitions = num_partitions
         self.committed: dict[str, Offsets] = {}
         self.pending: dict[int, dict[str, Offsets]] = {}
+        # Group metadata as last written (None: deleted), filled by load() for the coordinator.
+        self.loaded_groups: dict[str, GroupRecord | None] = {}
+        # Other record types (KIP-848 consumer groups, key types 3-8), in log order, for the
+        # ConsumerGroupCoordinator's load() (the broker clears it afterwards).
+        self.consumer_group_records: list[tuple[bytes, bytes | None]] = []
 
     def partition_for(self, group: str) -> int:
         return partition_for(group, self.partitions_count())
@@ -118,6 +127,7 @@ class OffsetStore:
                         continue
                     decoded = decode(record.key, record.value)
                     if decoded is None:
+                        self._load_group_record(record.key, record.value)
                         continue
                     group, topic, partition, value = decoded
                     if header.is_transactional:
@@ -126,6 +136,18 @@ class OffsetStore:
                                 (topic, partition)] = value
                     else:
                         self._apply(group, {(topic, partition): value})
+
+    def _load_group_record(self, key: bytes, value: bytes | None) -> None:
+        group = decode_group_key(key)
+        if group is None:
+            self.consumer_group_records.append((key, value))
+            return
+        if value is None:
+            self.loaded_groups[group] = None
+            return
+        record = decode_group_value(value)
+        if record is not None:
+            self.loaded_groups[group] = record
 
     def _apply(self, group: str, offsets: dict[tuple[str, int], OffsetAndMetadata | None]) -> None:
         current = self.committed.setdefault(group, {})
@@ -136,8 +158,14 @@ class OffsetStore:
                 current[tp] = value
 
     def _append(self, group: str, offsets: Offsets, producer_id: int = -1, producer_epoch: int = -1) -> None:
+        self._write(group, [(encode_key(group, t, p), encode_value(o)) for (t, p), o in offsets.items()],
+                    producer_id, producer_epoch)
+
+    def _write(self, group: str, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
+               producer_epoch: int = -1) -> None:
+        """One batch in the group's partition; returns once the bytes are in the OS (os.write)."""
+        self.ensure_topic()
         now_ms = int(time.time() * 1000)
-        records = [(encode_key(group, t, p), encode_value(o)) for (t, p), o in offsets.items()]
         batch = build_batch(
             records, base_timestamp=now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
             attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0,
@@ -170,6 +198,29 @@ class OffsetStore:
 
     def fetch(self, group: str) -> Offsets:
         return dict(self.committed.get(group, {}))
+
+    def has_pending(self, group: str, tp: tuple[str, int] | None = None) -> bool:
+        """Whether an open transaction holds offsets for ``group`` (for ``tp``, if given)."""
+        return any(group in groups and (tp is None or tp in groups[group]) for groups in self.pending.values())
+
+    def store_group(self, group: str, record: GroupRecord) -> None:
+        """Write the group's metadata (GroupMetadataKey v2 / GroupMetadataValue v3)."""
+        self._write(group, [(encode_group_key(group), encode_group_record(record))])
+
+    def delete_offsets(self, group: str, tps: list[tuple[str, int]]) -> None:
+        """Tombstones for these offsets (OffsetDelete, expiry); written, then forgotten."""
+        present = [tp for tp in tps if tp in self.committed.get(group, {})]
+        if present:
+            self._write(group, [(encode_key(group, t, p), None) for t, p in present])
+            self._apply(group, dict.fromkeys(present))
+
+    def delete_group(self, group: str) -> None:
+        """Tombstones for every offset of the group and for its metadata (DeleteGroups)."""
+        records: list[tuple[bytes, bytes | None]] = [
+            (encode_key(group, t, p), None) for t, p in self.committed.get(group, {})]
+        records.append((encode_group_key(group), None))
+        self._write(group, records)
+        self.committed.pop(group, None)
 
 
 def ensure_group_id(group: str) -> None:

@@ -5,9 +5,9 @@ Names this broker (node id, advertised host and port) as the coordinator of any 
 list (coordinator_keys), answered one coordinator per key. Another key type (e.g. 2, share
 groups): INVALID_REQUEST.
 Transactional ids are coordinated here by the TransactionCoordinator (``__transaction_state``
-is created at its first use). Deviation: the group coordinator is not implemented yet
-(JoinGroup, OffsetCommit, … are not advertised; only TxnOffsetCommit, for transactions), so
-a group client is told where to go and then fails there, clearly.
+is created at its first use), classic groups by the GroupCoordinator and KIP-848 consumer
+groups by the ConsumerGroupCoordinator (``__consumer_offsets`` is created at the first commit
+or group write). Deviation: share groups (key type 2) are not implemented.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
     for name, topic_id in wanted:
         error = ErrorCode.none
         info = None
-        if name is None and topic_id is not None and topic_id != ZERO_UUID:
+        # By id: the Java client leaves the name at its default "" (not null) when it asks by id.
+        if not name and topic_id is not None and topic_id != ZERO_UUID:
             info = controller.topics_by_id.get(topic_id)
             if info is None:
                 error = ErrorCode.unknown_topic_id

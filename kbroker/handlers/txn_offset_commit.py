@@ -7,8 +7,9 @@ Up to v4 the transaction must be ongoing with that partition added (AddOffsetsTo
 INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4, as Kafka's KIP-890 verification); v5+
 (transaction version 2) adds the offsets partition to the transaction itself, as Kafka's
 group coordinator does through AddPartitionsToTxnManager.
-Producer id/epoch errors as AddPartitionsToTxn.
-Deviation: no group coordinator yet, so generation id / member id (v3+) are not checked.
+Producer id/epoch errors as AddPartitionsToTxn. v3+ generation id / member id / group.instance.id
+are checked by the GroupCoordinator as Kafka does for transactional commits (ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); without them (generation -1) any group accepts the commit.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
                                     request.group_id)
         coordinator.check_txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch,
                                             request.group_id, ctx.api_version >= FIRST_ABORTABLE)
+        broker.group_coordinator.validate_commit(
+            request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
+            getattr(request, "group_instance_id", None), ctx.api_version, transactional=True)
         broker.offset_store.commit_transactional(request.group_id, request.producer_id, request.producer_epoch,
                                                  offsets)
     except KafkaError as exc:

@@ -1,9 +1,8 @@
 """The deprecated consumer-based driver (``spark.sql.streaming.kafka.useDeprecatedOffsetFetching``):
 scenarios 41-43, which need the broker's classic consumer-group protocol on the driver.
 
-kbroker has no group coordinator yet (issue 6: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetFetch, ListGroups), so on kbroker these are strict xfails; they must pass on Kafka. The
-connector's timeouts and retries are small so that the kbroker runs fail within seconds.
+The connector's timeouts and retries are small so that a broker without the group protocol
+fails within seconds instead of hanging.
 """
 
 from __future__ import annotations
@@ -39,10 +38,8 @@ Batches = list[tuple[int, list[Any]]]
 
 
 @pytest.fixture
-def deprecated(spark: SparkSession, broker: SparkBroker, request: pytest.FixtureRequest) -> Iterator[SparkBroker]:
+def deprecated(spark: SparkSession, broker: SparkBroker) -> Iterator[SparkBroker]:
     """The broker, with the consumer-based driver on for this test's queries only."""
-    if broker.name == "kbroker":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="waiting on issue 6: consumer groups"))
     spark.conf.set(DEPRECATED, "true")
     try:
         yield broker

@@ -9,7 +9,6 @@ import time
 import uuid
 from typing import Any
 
-import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -216,17 +215,10 @@ def test_latest_under_read_committed_is_the_lso(spark: SparkSession, broker: Spa
         producer.close()
 
 
-# Kafka's log cleaner looks for work every 15 s (log.cleaner.backoff.ms).
+# Both brokers look for cleaning work every 100 ms (log.cleaner.backoff.ms in compat/targets.py).
 COMPACTION_WAIT_S = 25.0
 
 
-@pytest.fixture
-def compaction_xfail(request: pytest.FixtureRequest, broker: SparkBroker) -> None:
-    if broker.name == "kbroker":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="waiting on issue 6: log compaction"))
-
-
-@pytest.mark.usefixtures("compaction_xfail")
 def test_compacted_gaps_are_not_data_loss(spark: SparkSession, broker: SparkBroker, checkpoint: str) -> None:
     """Scenario 29: on a compacted topic whose middle offsets the log cleaner removed (the log
     start stays 0), a batch read and a streaming query with ``failOnDataLoss=true`` return exactly

@@ -208,3 +208,21 @@ def test_truncate_to_removes_suffix_and_epochs(tmp_path):
     assert plog.leader_epoch_cache.latest_epoch == 1
     info = plog.append_as_leader(batch(1), 7, NOW)
     assert info.first_offset == 50
+
+
+def test_segments_roll_by_record_timestamps_like_kafka(tmp_path):
+    """segment.ms compares the incoming records' max timestamp with the segment's first batch
+    timestamp (Kafka's LogSegment.timeWaitedForRoll): replaying records an hour apart rolls a
+    segment per record even though they arrive within milliseconds; a reopened log reads the
+    first timestamp from its file."""
+    plog = new_log(tmp_path, segment_ms=60_000)
+    hour = 3_600_000
+    for i in range(3):
+        plog.append_as_leader(batch(1, ts=NOW - (3 - i) * hour), 0, NOW)
+    assert [s.base_offset for s in plog.segments] == [0, 1, 2]
+    plog.append_as_leader(batch(1, ts=NOW - hour + 30_000), 0, NOW)  # within 60 s of offset 2's
+    assert [s.base_offset for s in plog.segments] == [0, 1, 2]
+    plog.close()
+    plog = reopen(tmp_path, clean=True, segment_ms=60_000)
+    plog.append_as_leader(batch(1, ts=NOW), 0, NOW)
+    assert [s.base_offset for s in plog.segments] == [0, 1, 2, 4]

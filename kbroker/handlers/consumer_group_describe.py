@@ -1,0 +1,63 @@
+"""ConsumerGroupDescribe (key 69), v0-1 (Kafka 4.3's range): KIP-848 consumer groups.
+
+Each group's state (Empty, Assigning, Reconciling, Stable), group epoch, assignment epoch,
+assignor, and members: member epoch, instance and rack ids, client id and host, subscribed
+topic names and regex, current assignment and target assignment (topic ids with names).
+v1 adds each member's type: 1 (consumer protocol), as every member here uses it.
+An unknown group: GROUP_ID_NOT_FOUND "Group X not found."; a classic group:
+GROUP_ID_NOT_FOUND "Group X is not a consumer group." (the admin client then falls back to
+DescribeGroups, as with Kafka). Authorized operations (when asked): READ, DELETE, DESCRIBE,
+as there is no authorizer.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.groups.assignors import Assignment
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode
+
+API_KEY = 69
+MIN_VERSION = 0
+MAX_VERSION = 1
+_OMITTED = -(2**31)
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
+_CONSUMER_MEMBER_TYPE = 1  # KIP-1099: 0 classic, 1 consumer
+
+
+def _assignment(m: object, assignment: Assignment, names: dict[object, str]) -> object:
+    return build(m.Assignment, topic_partitions=tuple(
+        build(m.TopicPartitions, topic_id=topic_id, topic_name=names.get(topic_id, ""), partitions=tuple(sorted(ps)))
+        for topic_id, ps in sorted(assignment.items(), key=lambda item: names.get(item[0], "")) if ps))
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    broker = ctx.broker
+    operations = _GROUP_OPERATIONS if request.include_authorized_operations else _OMITTED
+    names = {info.topic_id: name for name, info in broker.controller.topics.items()}
+    described = []
+    for group_id in request.group_ids:
+        group = broker.consumer_coordinator.group(group_id)
+        if group is None:
+            classic = broker.group_coordinator.groups.get(group_id)
+            message = f"Group {group_id} is not a consumer group." if classic is not None else \
+                f"Group {group_id} not found."
+            described.append(build(m.DescribedGroup, error_code=ErrorCode.group_id_not_found, error_message=message,
+                                   group_id=group_id, group_state="Dead", group_epoch=0, assignment_epoch=0,
+                                   assignor_name="", members=(), authorized_operations=operations))
+            continue
+        members = tuple(
+            build(m.Member, member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
+                  member_epoch=member.member_epoch, client_id=member.client_id, client_host=member.client_host,
+                  subscribed_topic_names=tuple(member.subscribed_topic_names),
+                  subscribed_topic_regex=member.subscribed_topic_regex,
+                  assignment=_assignment(m, member.assigned, names),
+                  target_assignment=_assignment(m, group.target.get(member.member_id, {}), names),
+                  member_type=_CONSUMER_MEMBER_TYPE)
+            for member in group.members.values())
+        described.append(build(m.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
+                               group_state=group.state.value, group_epoch=group.group_epoch,
+                               assignment_epoch=group.assignment_epoch, assignor_name=group.assignor_name,
+                               members=members, authorized_operations=operations))
+    return build(m.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(described))

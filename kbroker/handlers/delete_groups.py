@@ -1,0 +1,30 @@
+"""DeleteGroups (key 42), v0-2.
+
+Deletes groups without members: tombstones for their offsets and metadata in
+``__consumer_offsets``. GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP for a group
+with members.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    results = []
+    for group_id in request.groups_names:
+        try:
+            error = ctx.broker.group_coordinator.delete_group(group_id)
+        except KafkaError as exc:
+            error = exc.code
+        except OSError:
+            error = ErrorCode.coordinator_not_available  # the tombstones could not be written
+        results.append(build(m.DeletableGroupResult, group_id=group_id, error_code=error))
+    return build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

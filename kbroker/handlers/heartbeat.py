@@ -1,0 +1,24 @@
+"""Heartbeat (key 12), v0-4.
+
+Keeps a classic member's session alive. REBALANCE_IN_PROGRESS while the group prepares a
+rebalance (the member must rejoin), ILLEGAL_GENERATION for another generation,
+UNKNOWN_MEMBER_ID for a member (or group) the coordinator does not know, FENCED_INSTANCE_ID
+(v3+) for a static member replaced by a newer one. Heartbeats during CompletingRebalance are
+accepted, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+
+API_KEY = 12
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    error = ctx.broker.group_coordinator.heartbeat(
+        request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None))
+    return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)

@@ -1,0 +1,41 @@
+"""ListGroups (key 16), v0-5.
+
+Every group the coordinators hold, with its protocol type; v4+ its state and a state filter,
+v5+ its type ("classic", or "consumer" for KIP-848 groups, whose protocol type is "consumer"
+and states Empty/Assigning/Reconciling/Stable) and a type filter. Filters compare without regard
+to case, as Kafka's. Dead groups are not listed.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.groups.classic_group import GroupState
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    states = {s.lower() for s in getattr(request, "states_filter", ())}
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    groups = []
+    if not types or GROUP_TYPE in types:
+        for group in ctx.broker.group_coordinator.groups.values():
+            if group.state is GroupState.DEAD or (states and group.state.value.lower() not in states):
+                continue
+            groups.append(build(m.ListedGroup, group_id=group.group_id, protocol_type=group.protocol_type or "",
+                                group_state=group.state.value, group_type=GROUP_TYPE))
+    if not types or CONSUMER_GROUP_TYPE in types:  # KIP-848 groups (consumer_coordinator.py)
+        for cgroup in ctx.broker.consumer_coordinator.groups.values():
+            state = cgroup.state.value
+            if cgroup.dead or (states and state.lower() not in states):
+                continue
+            groups.append(build(m.ListedGroup, group_id=cgroup.group_id, protocol_type="consumer",
+                                group_state=state, group_type=CONSUMER_GROUP_TYPE))
+    return build(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(groups))

@@ -1,0 +1,80 @@
+"""OffsetCommit (key 8), v2-10 (Kafka 4.3's range; v0-1 were removed in Kafka 4).
+
+Commits go through the GroupCoordinator's classic checks, then the OffsetStore, and are
+acknowledged only after the records are in the OS. A commit with generation -1 and no member
+id to a group without members is a simple (standalone) commit and creates the group if needed;
+a generation or member id for an unknown group: ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND v9+);
+for a known group UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (v7+), ILLEGAL_GENERATION, or
+REBALANCE_IN_PROGRESS while CompletingRebalance. A consumer (KIP-848) group checks the member
+epoch instead (ConsumerGroupCoordinator.validate_commit): UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH,
+UNSUPPORTED_VERSION below v9. Group errors apply to every partition.
+Per partition: UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist (v10 names topics by
+id: UNKNOWN_TOPIC_ID), OFFSET_METADATA_TOO_LARGE past offset.metadata.max.bytes. The retention
+time of v2-4 is ignored, as Kafka 4 does (offsets.retention.minutes applies).
+"""
+
+from __future__ import annotations
+
+import time
+
+from kbroker.context import RequestContext
+from kbroker.groups.offset_store import OffsetAndMetadata
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 10
+
+
+def topic_names_by_id(ctx: RequestContext) -> dict[object, str]:
+    return {info.topic_id: name for name, info in ctx.broker.controller.topics.items()}
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    broker = ctx.broker
+    by_id = topic_names_by_id(ctx) if ctx.api_version >= 10 else {}
+    group_error = ErrorCode.none
+    if not request.group_id:
+        group_error = ErrorCode.invalid_group_id
+    else:
+        try:
+            broker.group_coordinator.validate_commit(
+                request.group_id, request.generation_id_or_member_epoch, request.member_id,
+                getattr(request, "group_instance_id", None), ctx.api_version)
+        except KafkaError as exc:
+            group_error = exc.code
+    max_metadata = broker.config.get_int("offset.metadata.max.bytes")
+    now_ms = int(time.time() * 1000)
+    errors: dict[tuple[int, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for ti, topic in enumerate(request.topics):
+        name = by_id.get(topic.topic_id) if ctx.api_version >= 10 else topic.name
+        for pi, p in enumerate(topic.partitions):
+            metadata = p.committed_metadata or ""
+            if group_error:
+                errors[ti, pi] = group_error
+            elif name is None:
+                errors[ti, pi] = ErrorCode.unknown_topic_id
+            elif name not in broker.controller.topics:
+                errors[ti, pi] = ErrorCode.unknown_topic_or_partition
+            elif len(metadata.encode()) > max_metadata:
+                errors[ti, pi] = ErrorCode.offset_metadata_too_large
+            else:
+                errors[ti, pi] = ErrorCode.none
+                offsets[(name, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now_ms)
+    if offsets:
+        try:
+            broker.group_coordinator.commit(request.group_id, offsets)
+        except (OSError, KafkaError):
+            for key, error in errors.items():
+                if error == ErrorCode.none:
+                    errors[key] = ErrorCode.coordinator_not_available  # nothing was acknowledged
+    topics = tuple(
+        build(m.OffsetCommitResponseTopic, name=getattr(topic, "name", None), topic_id=getattr(topic, "topic_id", None),
+              partitions=tuple(build(m.OffsetCommitResponsePartition, partition_index=p.partition_index,
+                                     error_code=errors[ti, pi]) for pi, p in enumerate(topic.partitions)))
+        for ti, topic in enumerate(request.topics))
+    return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)

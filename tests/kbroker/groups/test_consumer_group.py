@@ -1,0 +1,287 @@
+"""KIP-848 reconciliation and the ConsumerGroupHeartbeat state machine, without sockets.
+
+Members join, get disjoint partitions, revoke before others receive, are fenced on stale or
+future epochs, leave, time out; static members; the checks OffsetCommit makes; the group's
+records written to ``__consumer_offsets`` replay into the same group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+from kbroker.config import KafkaConfig
+from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
+from kbroker.groups.consumer_group import GroupState, MemberState
+
+T = uuid.UUID(int=7)
+
+
+def make(topics: dict[str, int] | None = None, **overrides: str) -> tuple[ConsumerGroupCoordinator, Any]:
+    controller = SimpleNamespace(topics={
+        name: SimpleNamespace(topic_id=uuid.UUID(int=7 + i), partitions=n)
+        for i, (name, n) in enumerate((topics or {"t": 6}).items())})
+    config = KafkaConfig(dict(overrides), {k: "test" for k in overrides})
+    return ConsumerGroupCoordinator(config, controller, None), controller
+
+
+def join(c: ConsumerGroupCoordinator, member: str, topics: tuple[str, ...] = ("t",), **kw: Any) -> Any:
+    return c.heartbeat(HeartbeatRequest("g", member, 0, rebalance_timeout_ms=kw.pop("rebalance_ms", 30000),
+                                        subscribed_topic_names=list(topics), owned={}, **kw))
+
+
+def beat(c: ConsumerGroupCoordinator, member: str, epoch: int, owned: dict[uuid.UUID, set[int]] | None,
+         **kw: Any) -> Any:
+    return c.heartbeat(HeartbeatRequest("g", member, epoch, owned=owned, **kw))
+
+
+def run(test: Callable[[], None]) -> None:
+    async def body() -> None:
+        test()
+    asyncio.run(body())
+
+
+def error_of(call: Callable[[], object]) -> ErrorCode:
+    with pytest.raises(KafkaError) as info:
+        call()
+    return info.value.code
+
+
+def test_single_member_gets_everything_at_epoch_one() -> None:
+    def t() -> None:
+        c, _ = make()
+        r = join(c, "a")
+        assert (r.member_epoch, r.assignment) == (1, {T: set(range(6))})
+        assert c.groups["g"].state is GroupState.STABLE
+        assert beat(c, "a", 1, None).assignment is None  # nothing changed: no assignment sent
+    run(t)
+
+
+def test_revocation_before_assignment() -> None:
+    def t() -> None:
+        c, _ = make()
+        join(c, "a")
+        r = join(c, "b")
+        # b's partitions are still a's: b moves to epoch 2 with nothing, waiting for the release
+        assert (r.member_epoch, r.assignment) == (2, {})
+        group = c.groups["g"]
+        assert group.members["b"].state is MemberState.UNRELEASED_PARTITIONS
+        assert group.state is GroupState.RECONCILING
+        # a is asked to revoke three partitions and keeps epoch 1 until it has
+        r = beat(c, "a", 1, {T: set(range(6))})
+        kept = r.assignment[T]
+        assert r.member_epoch == 1 and len(kept) == 3
+        assert group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+        assert beat(c, "b", 2, {}).assignment is None  # still held by a
+        # a confirms: it owns only what it kept, and moves to epoch 2
+        r = beat(c, "a", 1, {T: kept})
+        assert (r.member_epoch, r.assignment) == (2, {T: kept})
+        r = beat(c, "b", 2, {})
+        assert r.assignment == {T: set(range(6)) - kept}
+        assert group.state is GroupState.STABLE
+    run(t)
+
+
+def test_three_members_converge_disjoint_and_complete() -> None:
+    def t() -> None:
+        c, _ = make()
+        owned: dict[str, set[int]] = {}
+        epochs: dict[str, int] = {}
+        for m in "abc":
+            r = join(c, m)
+            epochs[m], owned[m] = r.member_epoch, set(r.assignment.get(T, set()))
+        for _ in range(5):
+            for m in "abc":
+                r = beat(c, m, epochs[m], {T: owned[m]} if owned[m] else {})
+                epochs[m] = r.member_epoch
+                if r.assignment is not None:
+                    owned[m] = set(r.assignment.get(T, set()))
+        assert sorted(len(p) for p in owned.values()) == [2, 2, 2]
+        assert set().union(*owned.values()) == set(range(6))
+        assert c.groups["g"].state is GroupState.STABLE and set(epochs.values()) == {3}
+    run(t)
+
+
+def test_member_epoch_fencing_and_lost_response() -> None:
+    def t() -> None:
+        c, _ = make()
+        join(c, "a")
+        assert error_of(lambda: beat(c, "a", 5, None)) == ErrorCode.fenced_member_epoch
+        assert error_of(lambda: beat(c, "zz", 1, None)) == ErrorCode.unknown_member_id
+        join(c, "b")
+        r = beat(c, "a", 1, {T: set(range(6))})
+        kept = r.assignment[T]
+        r = beat(c, "a", 1, {T: kept})
+        assert r.member_epoch == 2
+        # the response with epoch 2 was lost: epoch 1 with a subset of the assignment is accepted
+        assert beat(c, "a", 1, {T: kept}).member_epoch == 2
+        assert error_of(lambda: beat(c, "a", 1, {T: set(range(6))})) == ErrorCode.fenced_member_epoch
+        assert error_of(lambda: beat(c, "a", 0, None)) == ErrorCode.invalid_request  # join needs a subscription
+    run(t)
+
+
+def test_leave_reassigns_and_session_and_rebalance_timeouts_fence() -> None:
+    async def body() -> None:
+        c, _ = make(**{"group.consumer.session.timeout.ms": "200"})
+        join(c, "a")
+        join(c, "b", rebalance_ms=100)
+        r = beat(c, "a", 1, {T: set(range(6))})
+        kept = r.assignment[T]
+        beat(c, "a", 1, {T: kept})
+        r = beat(c, "b", 2, {})
+        b_parts = r.assignment[T]
+        assert beat(c, "b", 2, {T: b_parts}).member_epoch == 2
+        r = c.heartbeat(HeartbeatRequest("g", "b", -1))
+        assert r.member_epoch == -1
+        group = c.groups["g"]
+        assert group.group_epoch == 3 and set(group.members) == {"a"}
+        r = beat(c, "a", 2, {T: kept})
+        assert (r.member_epoch, r.assignment) == (3, {T: set(range(6))})
+        # a stops heartbeating: removed after its session timeout, the group becomes Empty
+        deadline = asyncio.get_running_loop().time() + 5
+        while group.members and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert group.state is GroupState.EMPTY and group.group_epoch == 4
+
+    asyncio.run(body())
+
+
+def test_member_that_does_not_revoke_is_fenced_after_rebalance_timeout() -> None:
+    async def body() -> None:
+        c, _ = make()
+        join(c, "a", rebalance_ms=100)
+        join(c, "b")
+        beat(c, "a", 1, {T: set(range(6))})  # asked to revoke; never confirms
+        group = c.groups["g"]
+        deadline = asyncio.get_running_loop().time() + 5
+        while "a" in group.members and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert set(group.members) == {"b"}
+        assert beat(c, "b", 2, {}).assignment == {T: set(range(6))}
+
+    asyncio.run(body())
+
+
+def test_validation_errors() -> None:
+    def t() -> None:
+        c, _ = make(**{"group.consumer.max.size": "1"})
+        req = HeartbeatRequest("", "a", 0, rebalance_timeout_ms=1, subscribed_topic_names=[], owned={})
+        assert error_of(lambda: c.heartbeat(req)) == ErrorCode.invalid_request
+        assert error_of(lambda: c.heartbeat(HeartbeatRequest("g", "", 0, rebalance_timeout_ms=1,
+                                                             subscribed_topic_names=[], owned={}))) \
+            == ErrorCode.invalid_request
+        assert error_of(lambda: join(c, "a", server_assignor="sticky")) == ErrorCode.unsupported_assignor
+        assert error_of(lambda: c.heartbeat(HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1, owned={},
+                                                             subscribed_topic_regex="(?=x)t"))) \
+            == ErrorCode.invalid_regular_expression
+        join(c, "a", server_assignor="range")
+        assert c.groups["g"].assignor_name == "range"
+        assert error_of(lambda: join(c, "b")) == ErrorCode.group_max_size_reached
+    run(t)
+
+
+def test_regex_subscription_picks_up_a_new_topic() -> None:
+    def t() -> None:
+        c, controller = make({"orders-1": 2, "other": 2})
+        r = c.heartbeat(HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1000, subscribed_topic_regex="orders-.*",
+                                         owned={}))
+        first = uuid.UUID(int=7)
+        assert r.assignment == {first: {0, 1}}
+        new = uuid.UUID(int=99)
+        controller.topics["orders-2"] = SimpleNamespace(topic_id=new, partitions=3)
+        r = beat(c, "a", 1, {first: {0, 1}})
+        assert (r.member_epoch, r.assignment) == (2, {first: {0, 1}, new: {0, 1, 2}})
+    run(t)
+
+
+def test_static_member_leaves_temporarily_and_is_replaced() -> None:
+    def t() -> None:
+        c, _ = make()
+        r = join(c, "a", instance_id="i1")
+        assert error_of(lambda: join(c, "a2", instance_id="i1")) == ErrorCode.unreleased_instance_id
+        r = c.heartbeat(HeartbeatRequest("g", "a", -2, instance_id="i1"))
+        assert r.member_epoch == -2
+        r = join(c, "a2", instance_id="i1")
+        # the new member id takes over the assignment without a rebalance
+        assert (r.member_epoch, r.assignment) == (1, {T: set(range(6))})
+        assert c.groups["g"].group_epoch == 1
+        assert error_of(lambda: beat(c, "a", 1, None, instance_id="i1")) == ErrorCode.unknown_member_id
+    run(t)
+
+
+def test_offset_commit_checks_the_member_epoch() -> None:
+    def t() -> None:
+        c, _ = make()
+        join(c, "a")
+        group = c.groups["g"]
+        c.validate_commit(group, "a", 1, 9)
+        assert error_of(lambda: c.validate_commit(group, "a", 0, 9)) == ErrorCode.stale_member_epoch
+        assert error_of(lambda: c.validate_commit(group, "x", 1, 9)) == ErrorCode.unknown_member_id
+        assert error_of(lambda: c.validate_commit(group, "a", 1, 8)) == ErrorCode.unsupported_version
+        assert error_of(lambda: c.validate_commit(group, "", -1, 9)) == ErrorCode.unknown_member_id
+        c.validate_fetch("g", None, -1)
+        assert error_of(lambda: c.validate_fetch("g", "a", 7)) == ErrorCode.stale_member_epoch
+        assert c.delete_group("g") == ErrorCode.non_empty_group
+        c.heartbeat(HeartbeatRequest("g", "a", -1))
+        c.validate_commit(group, "", -1, 9)  # no members: a simple commit
+        assert c.delete_group("g") == ErrorCode.none
+    run(t)
+
+
+class FakeStore:
+    """Collects what the coordinator appends to ``__consumer_offsets``."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[bytes, bytes | None]] = []
+
+    def _write(self, group: str, batch: list[tuple[bytes, bytes | None]]) -> None:
+        self.log.extend(batch)
+
+
+def test_records_replay_into_the_same_group() -> None:
+    async def body() -> None:
+        c, controller = make()
+        store = FakeStore()
+        c.store = store  # type: ignore[assignment]
+        join(c, "a", instance_id="i1")
+        join(c, "b", server_assignor="range")
+        r = beat(c, "a", 1, {T: set(range(6))})
+        kept = r.assignment[T]
+        written_before = len(store.log)
+        assert beat(c, "a", 1, {T: set(range(6))}).member_epoch == 1  # nothing changed: nothing written
+        assert len(store.log) == written_before
+        beat(c, "a", 1, {T: kept})
+        join(c, "x")
+        c.heartbeat(HeartbeatRequest("g", "x", -1))  # leaves: its records get tombstones
+        before = c.groups["g"]
+        c.stop()
+
+        restored = ConsumerGroupCoordinator(c_config(), controller, None)
+        restored.load(store.log)
+        group = restored.groups["g"]
+        assert (group.group_epoch, group.assignment_epoch, group.assignor_name) == (
+            before.group_epoch, before.assignment_epoch, "range")
+        assert set(group.members) == {"a", "b"} and group.static_members == {"i1": "a"}
+        for mid in ("a", "b"):
+            old, new = before.members[mid], group.members[mid]
+            assert (new.member_epoch, new.previous_member_epoch, new.state, new.assigned,
+                    new.pending_revocation, new.subscribed_topic_names, new.rebalance_timeout_ms) == (
+                old.member_epoch, old.previous_member_epoch, old.state, old.assigned, old.pending_revocation,
+                old.subscribed_topic_names, old.rebalance_timeout_ms)
+        assert group.target == before.target and group.partition_owner_epoch == before.partition_owner_epoch
+        # the restored member carries on at its epoch, without rejoining
+        r = restored.heartbeat(HeartbeatRequest("g", "b", group.members["b"].member_epoch, owned={}))
+        assert r.assignment == {T: set(range(6)) - kept}
+        restored.stop()
+
+    asyncio.run(body())
+
+
+def c_config() -> KafkaConfig:
+    return KafkaConfig({}, {})
