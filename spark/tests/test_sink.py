@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
 
+from compat.partitioner import murmur2_partition
 from spark.tests.brokers import SparkBroker, start_target
 from spark.tests.kafka_io import read_batch
 
@@ -28,33 +29,6 @@ PARTITIONED_SCHEMA = StructType([
     StructField("value", StringType()),
     StructField("partition", IntegerType()),
 ])  # fmt: skip
-
-
-def murmur2_partition(key: bytes, partitions: int) -> int:
-    """The Java producer's keyed partition: ``toPositive(murmur2(key)) % partitions``."""
-    mask = 0xFFFFFFFF
-    m, r = 0x5BD1E995, 24
-    h = (0x9747B28C ^ len(key)) & mask
-    whole = len(key) // 4 * 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(key[i : i + 4], "little")
-        k = (k * m) & mask
-        k ^= k >> r
-        k = (k * m) & mask
-        h = (h * m) & mask
-        h ^= k
-    tail = key[whole:]
-    if len(tail) >= 3:
-        h ^= tail[2] << 16
-    if len(tail) >= 2:
-        h ^= tail[1] << 8
-    if tail:
-        h ^= tail[0]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return (h & 0x7FFFFFFF) % partitions
 
 
 def write_batch(df: DataFrame, broker: SparkBroker, options: dict[str, str]) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from compat.deps import DepsError, kafka_classpath
+from compat.partitioner import murmur2_partition
 from tests.broker_process import BrokerProcess
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
@@ -148,31 +149,6 @@ def tools(kafka_cli: KafkaCli, broker: BrokerProcess) -> Iterator[Tools]:
     match = re.search(r"\bnode (\d+)\b", broker.banner)
     assert match, f"cannot read the node id from the broker banner {broker.banner!r}"
     yield Tools(kafka_cli, broker.bootstrap, int(match.group(1)))
-
-
-def murmur2_partition(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner picks for a key (``Utils.murmur2``)."""
-    m, mask = 0x5BD1E995, 0xFFFFFFFF
-    h = (0x9747B28C ^ len(key)) & mask
-    whole = len(key) & ~3
-    for i in range(0, whole, 4):
-        k = int.from_bytes(key[i : i + 4], "little")
-        k = (k * m) & mask
-        k ^= k >> 24
-        k = (k * m) & mask
-        h = ((h * m) & mask) ^ k
-    tail = key[whole:]
-    if len(tail) == 3:
-        h ^= tail[2] << 16
-    if len(tail) >= 2:
-        h ^= tail[1] << 8
-    if tail:
-        h ^= tail[0]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return (h & 0x7FFFFFFF) % partitions
 
 
 def describe(tools: Tools, topic: str) -> tuple[dict[str, str], list[str]]:
