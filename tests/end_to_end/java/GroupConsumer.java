@@ -15,7 +15,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * One Java consumer in a group, driven over stdin/stdout by tests/end_to_end/test_consumer_groups.py.
  *
  * Arguments: bootstrap group.id group.protocol ("consumer" or "classic") and either "topics:a,b"
- * or "regex:pattern" (a KIP-848 broker-side regex, SubscriptionPattern). It prints
+ * or "regex:pattern" (a KIP-848 broker-side regex, SubscriptionPattern), then optionally any
+ * number of "key=value" consumer properties (e.g. session.timeout.ms for a classic group). It prints
  * "assignment t-p,t-p" whenever its assignment changes and "record topic partition offset value"
  * per record; stdin commands: "commit" (commitSync, then "committed") and "close" (then "closed").
  */
@@ -29,6 +30,10 @@ public final class GroupConsumer {
         props.put("value.deserializer", StringDeserializer.class.getName());
         props.put("auto.offset.reset", "earliest");
         props.put("enable.auto.commit", "false");
+        for (int i = 4; i < args.length; i++) {
+            String[] property = args[i].split("=", 2);
+            props.put(property[0], property[1]);
+        }
         LinkedBlockingQueue<String> commands = new LinkedBlockingQueue<>();
         Thread reader = new Thread(() -> {
             try (java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in))) {
