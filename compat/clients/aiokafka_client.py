@@ -1,4 +1,5 @@
-"""The aiokafka adapter: AIOKafkaAdminClient, AIOKafkaProducer and AIOKafkaConsumer (assign).
+"""The aiokafka adapter: AIOKafkaAdminClient, AIOKafkaProducer and AIOKafkaConsumer (assign,
+and subscribe in a classic group).
 
 aiokafka is asyncio-only; the adapter owns an event loop on a background thread and runs each
 operation there to completion. Its admin client returns raw protocol responses, whose error
@@ -21,10 +22,12 @@ from compat.clients.base import (
     PRODUCE_FEATURES,
     Client,
     FetchSettings,
+    GroupMember,
     Json,
     OffsetSpec,
     Rec,
     Start,
+    Unsupported,
     err,
     fetch_config,
     record,
@@ -52,11 +55,77 @@ FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
 }
 
 
+class AiokafkaMember(GroupMember):
+    """AIOKafkaConsumer.subscribe in a classic group, on the adapter's event loop (its group
+    coordination runs there in the background, so members may poll in turn)."""
+
+    POLL_IN_THREADS = False
+
+    def __init__(self, client: AiokafkaClient, topic: str, group: str) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        self.client, self.topic = client, topic
+
+        async def start() -> Any:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=client.bootstrap, group_id=group, enable_auto_commit=False,
+                auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
+                fetch_max_wait_ms=100,
+            )  # fmt: skip
+            await consumer.start()
+            consumer.subscribe([topic])
+            return consumer
+
+        self.consumer = client.run(start())
+
+    def poll(self, timeout_ms: int = 100) -> list[Json]:
+        batches = self.client.run(self.consumer.getmany(timeout_ms=timeout_ms))
+        return [record(m.partition, m.offset, m.key, m.value, list(m.headers or []), m.timestamp,
+                       "LogAppendTime" if m.timestamp_type == 1 else "CreateTime")
+                for ms in batches.values() for m in ms]  # fmt: skip
+
+    def assignment(self) -> list[int]:
+        return sorted(tp.partition for tp in self.consumer.assignment())
+
+    def positions(self) -> dict[int, int]:
+        from aiokafka.structs import TopicPartition
+
+        async def go() -> dict[int, int]:
+            return {p: await self.consumer.position(TopicPartition(self.topic, p)) for p in self.assignment()}
+
+        return self.client.run(go())
+
+    def commit(self, offsets: dict[int, tuple[int, str]]) -> Json:
+        from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+        try:
+            self.client.run(self.consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, m)
+                                                  for p, (o, m) in offsets.items()}))  # fmt: skip
+        except Exception as exc:
+            return err(exception_name(exc))
+        return None
+
+    def committed(self, partitions: list[int]) -> Json:
+        from aiokafka.structs import TopicPartition
+
+        async def go() -> Json:
+            out: dict[str, Json] = {}
+            for p in partitions:
+                offset = await self.consumer.committed(TopicPartition(self.topic, p))
+                out[str(p)] = None if offset is None else [offset]
+            return out
+
+        return self.client.run(go())
+
+    def close(self) -> None:
+        self.client.run(_stop(self.consumer))
+
+
 class AiokafkaClient(Client):
     name = "aiokafka"
     FEATURES = frozenset(
         (ADMIN_FEATURES - {"admin.alter_configs"}) | {"admin.alter_configs_legacy"}
-        | PRODUCE_FEATURES | CONSUME_FEATURES
+        | PRODUCE_FEATURES | CONSUME_FEATURES | {"group"}
     )
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
@@ -258,6 +327,11 @@ class AiokafkaClient(Client):
                 await _stop(producer)
 
         return self.run(go())
+
+    def group_member(self, topic: str, group: str, protocol: str = "classic") -> GroupMember:
+        if protocol != "classic":
+            raise Unsupported("aiokafka speaks the classic group protocol only")
+        return AiokafkaMember(self, topic, group)
 
     def consume(
         self, topic: str, partitions: list[int], start: Start, *,

@@ -16,7 +16,12 @@ isolation settings, ``consume.reset``: auto.offset.reset, ``consume.multi``: sev
 at once, ``consume.position``: report positions, ``until_moved``), ``produce.partition``
 (explicit partitions), ``produce.binary`` (non-text bytes), ``admin.validate_only``,
 ``admin.alter_configs_legacy``, ``list_offsets.max_timestamp``, ``list_offsets.isolation``,
-``api_versions``, ``transactions`` (a transactional producer: ``transactional_producer``).
+``api_versions``, ``transactions`` (a transactional producer: ``transactional_producer``),
+``group`` (a subscribing group member: ``group_member``), ``group.consumer_protocol`` (members
+with ``group.protocol=consumer``, KIP-848), ``group.admin`` (list/describe/delete groups, list
+and alter group offsets; ``group.list_state``: ListGroups state filter), ``group.delete_offsets``
+(OffsetDelete), ``group.raw`` (hand-built group requests: ``raw_offset_commit``), ``group.cli``
+(``kafka-consumer-groups``: ``consumer_groups``).
 """
 
 from __future__ import annotations
@@ -63,6 +68,38 @@ class TxnProducer:
 
     def close(self) -> None:
         pass
+
+
+class GroupMember:
+    """One consumer subscribed to a topic in a group (auto commit off). ``poll`` drives it
+    (joins, heartbeats and fetches happen there), ``assignment``/``positions`` report what it
+    owns, ``commit`` commits explicit offsets with metadata, ``committed`` reads them back.
+    ``POLL_IN_THREADS``: several members of this client may poll at once, each in a thread."""
+
+    POLL_IN_THREADS = True
+
+    def poll(self, timeout_ms: int = 100) -> list[Json]:
+        """Records that arrived (``record`` dicts); [] when none did within the timeout."""
+        raise Unsupported("group")
+
+    def assignment(self) -> list[int]:
+        """The sorted partitions currently assigned to this member."""
+        raise Unsupported("group")
+
+    def positions(self) -> dict[int, int]:
+        """{partition: next offset} for the assigned partitions."""
+        raise Unsupported("group")
+
+    def commit(self, offsets: dict[int, tuple[int, str]]) -> Json:
+        """Commit {partition: (offset, metadata)} synchronously: None or an error."""
+        raise Unsupported("group")
+
+    def committed(self, partitions: list[int]) -> Json:
+        """{partition (str): [offset, metadata] or None} as the group coordinator reports."""
+        raise Unsupported("group")
+
+    def close(self) -> None:
+        """Leave the group and release the consumer."""
 
 
 class Unsupported(Exception):
@@ -215,6 +252,42 @@ class Client:
     def api_versions(self) -> Json:
         """{api key (str): [min, max]} as the client saw the broker advertise them."""
         raise Unsupported("api_versions")
+
+    # --- groups ------------------------------------------------------------------------------
+    def group_member(self, topic: str, group: str, protocol: str = "classic") -> GroupMember:
+        """A new member of ``group`` subscribed to ``topic`` (``protocol``: classic | consumer),
+        auto.offset.reset earliest, no auto commit, short session timeout for classic."""
+        raise Unsupported("group")
+
+    def list_groups(self, state: str | None = None) -> Json:
+        """[[group id, state, ...]] sorted, what the client reports per group; ``state`` (feature
+        ``group.list_state``): ListGroups with that state filter (e.g. "Empty", "Stable")."""
+        raise Unsupported("group.admin")
+
+    def describe_group(self, group: str) -> Json:
+        """{"state", "members", ...} (what the client exposes), or an error."""
+        raise Unsupported("group.admin")
+
+    def delete_group(self, group: str) -> Json:
+        """DeleteGroups for one group: None or an error."""
+        raise Unsupported("group.admin")
+
+    def group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
+        """{partition (str): [offset, metadata] or None} for ``group`` via the admin API, or an error."""
+        raise Unsupported("group.admin")
+
+    def alter_group_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> Json:
+        """Set committed offsets of an inactive group: None, {partition (str): error}, or an error."""
+        raise Unsupported("group.admin")
+
+    def delete_group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
+        """OffsetDelete: {partition (str): None or error}, or a top-level error."""
+        raise Unsupported("group.delete_offsets")
+
+    def raw_offset_commit(self, group: str, generation: int, member: str, topic: str, offset: int) -> Json:
+        """One OffsetCommit for partition 0 with the given generation and member id: the
+        partition's error name or None."""
+        raise Unsupported("group.raw")
 
     # --- data --------------------------------------------------------------------------------
     def produce(

@@ -1,4 +1,5 @@
-"""The confluent-kafka (librdkafka) adapter: AdminClient, Producer and Consumer (assign, no group)."""
+"""The confluent-kafka (librdkafka) adapter: AdminClient, Producer and Consumer (assign, and
+subscribe in a group with the classic or the KIP-848 consumer protocol)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from compat.clients.base import (
     PRODUCE_FEATURES,
     Client,
     FetchSettings,
+    GroupMember,
     Json,
     OffsetSpec,
     Rec,
@@ -53,11 +55,70 @@ FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
 }
 
 
+def _enum(value: Any) -> Any:
+    return getattr(value, "name", value)
+
+
+class ConfluentMember(GroupMember):
+    """Consumer.subscribe with ``group.protocol`` classic or consumer (KIP-848)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, protocol: str) -> None:
+        from confluent_kafka import Consumer
+
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "group.protocol": protocol, "fetch.wait.max.ms": 100,
+        }  # fmt: skip
+        if protocol == "classic":  # the consumer protocol takes these from the broker
+            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        self.topic = topic
+        self.consumer = Consumer(config)
+        self.consumer.subscribe([topic])
+
+    def poll(self, timeout_ms: int = 100) -> list[Json]:
+        out = []
+        for m in self.consumer.consume(num_messages=100, timeout=timeout_ms / 1000):
+            if m.error() is None:
+                ts_type, ts = m.timestamp()
+                out.append(record(m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []),
+                                  ts, "LogAppendTime" if ts_type == 2 else "CreateTime"))  # fmt: skip
+        return out
+
+    def assignment(self) -> list[int]:
+        return sorted(tp.partition for tp in self.consumer.assignment())
+
+    def positions(self) -> dict[int, int]:
+        from confluent_kafka import TopicPartition
+
+        got = self.consumer.position([TopicPartition(self.topic, p) for p in self.assignment()])
+        return {tp.partition: tp.offset for tp in got}
+
+    def commit(self, offsets: dict[int, tuple[int, str]]) -> Json:
+        from confluent_kafka import TopicPartition
+
+        try:
+            self.consumer.commit(offsets=[TopicPartition(self.topic, p, o, m) for p, (o, m) in offsets.items()],
+                                 asynchronous=False)  # fmt: skip
+        except Exception as exc:
+            return err(exc_name(exc))
+        return None
+
+    def committed(self, partitions: list[int]) -> Json:
+        from confluent_kafka import TopicPartition
+
+        got = self.consumer.committed([TopicPartition(self.topic, p) for p in partitions], timeout=TIMEOUT_S)
+        return {str(tp.partition): None if tp.offset < 0 else [tp.offset, tp.metadata] for tp in got}
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 class ConfluentClient(Client):
     name = "confluent"
     FEATURES = frozenset(
         ADMIN_FEATURES | {"list_offsets.max_timestamp", "list_offsets.isolation", "transactions"} | PRODUCE_FEATURES
-        | (CONSUME_FEATURES - {"consume.position"})
+        | (CONSUME_FEATURES - {"consume.position"}) | {"group", "group.consumer_protocol", "group.admin",
+                                                                 "group.list_state"}
     )
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
@@ -226,6 +287,57 @@ class ConfluentClient(Client):
 
     def transactional_producer(self, transactional_id: str) -> TxnProducer:
         return ConfluentTxnProducer(self.bootstrap, transactional_id)
+
+    # --- groups ------------------------------------------------------------------------------
+    def group_member(self, topic: str, group: str, protocol: str = "classic") -> GroupMember:
+        return ConfluentMember(self.bootstrap, topic, group, protocol)
+
+    def list_groups(self, state: str | None = None) -> Json:
+        from confluent_kafka import ConsumerGroupState
+
+        states = {ConsumerGroupState[state.upper()]} if state else set()
+        listed = self._wait(self.admin.list_consumer_groups(request_timeout=TIMEOUT_S, states=states))
+        return sorted([g.group_id, _enum(g.state), _enum(g.type)] for g in listed.valid)
+
+    def describe_group(self, group: str) -> Json:
+        try:
+            g = self._wait(self.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group])
+        except Exception as exc:
+            return err(exc_name(exc))
+        return {"state": _enum(g.state), "type": _enum(g.type), "assignor": g.partition_assignor,
+                "simple": g.is_simple_consumer_group, "members": len(g.members),
+                "assigned": sorted(len(m.assignment.topic_partitions) for m in g.members)}  # fmt: skip
+
+    def delete_group(self, group: str) -> Json:
+        try:
+            self._wait(self.admin.delete_consumer_groups([group], request_timeout=TIMEOUT_S)[group])
+        except Exception as exc:
+            return err(exc_name(exc))
+        return None
+
+    def group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
+        try:
+            got = self._wait(self.admin.list_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group])
+        except Exception as exc:
+            return err(exc_name(exc))
+        return {str(tp.partition): (err(kafka_error_name(tp.error)) if tp.error else
+                                    None if tp.offset < 0 else [tp.offset, tp.metadata])
+                for tp in sorted(got.topic_partitions, key=lambda tp: tp.partition)}  # fmt: skip
+
+    def alter_group_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> Json:
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
+        try:
+            got = self._wait(self.admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group])
+        except Exception as exc:
+            return err(exc_name(exc))
+        errors = {str(tp.partition): err(kafka_error_name(tp.error)) if tp.error else None
+                  for tp in got.topic_partitions}  # fmt: skip
+        return errors if any(errors.values()) else None
 
     def consume(
         self, topic: str, partitions: list[int], start: Start, *,

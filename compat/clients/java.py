@@ -16,11 +16,13 @@ from compat.clients.base import (
     PRODUCE_FEATURES,
     Client,
     FetchSettings,
+    GroupMember,
     Json,
     OffsetSpec,
     Rec,
     Start,
     TxnProducer,
+    Unsupported,
     b64,
     fetch_config,
     record,
@@ -49,7 +51,7 @@ class JavaClient(Client):
     name = "java"
     FEATURES = frozenset(
         ADMIN_FEATURES | {"list_offsets.max_timestamp", "list_offsets.isolation", "transactions"} | PRODUCE_FEATURES
-        | CONSUME_FEATURES
+        | CONSUME_FEATURES | {"group", "group.consumer_protocol", "group.admin", "group.delete_offsets"}
     )
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
@@ -108,6 +110,31 @@ class JavaClient(Client):
     def transactional_producer(self, transactional_id: str) -> TxnProducer:
         return JavaTxnProducer(self, transactional_id)
 
+    # --- groups ------------------------------------------------------------------------------
+    def group_member(self, topic: str, group: str, protocol: str = "classic") -> GroupMember:
+        return JavaMember(self, topic, group, protocol)
+
+    def list_groups(self, state: str | None = None) -> Json:
+        if state is not None:
+            raise Unsupported("list_groups state filter")
+        return self._call("list_groups")
+
+    def describe_group(self, group: str) -> Json:
+        return self._call("describe_group", group=group)
+
+    def delete_group(self, group: str) -> Json:
+        return self._call("delete_group", group=group)
+
+    def group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
+        return self._call("group_offsets", group=group, topic=topic, partitions=partitions)
+
+    def alter_group_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> Json:
+        return self._call("alter_group_offsets", group=group, topic=topic,
+                          offsets={str(p): o for p, o in offsets.items()})  # fmt: skip
+
+    def delete_group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
+        return self._call("delete_group_offsets", group=group, topic=topic, partitions=partitions)
+
     def produce(
         self, topic: str, records: list[Rec], *, acks: str = "all", codec: str = "none",
         sync: bool = False, extra: dict[str, str] | None = None,
@@ -144,6 +171,45 @@ class JavaClient(Client):
 
 
 HANDLES = itertools.count()
+
+
+class JavaMember(GroupMember):
+    """A KafkaConsumer subscribed in a group (classic, or group.protocol=consumer), kept in the
+    driver JVM under a handle between requests. One JVM serves all members, so they poll in
+    turn (the Java consumer's poll honours its timeout during a rebalance)."""
+
+    POLL_IN_THREADS = False
+
+    def __init__(self, client: JavaClient, topic: str, group: str, protocol: str) -> None:
+        self.client, self.topic = client, topic
+        self.handle = f"{group}#{next(HANDLES)}"
+        props = {"group.id": group, "group.protocol": protocol, "fetch.max.wait.ms": 100}
+        if protocol == "classic":  # the consumer protocol takes these from the broker
+            props.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        self._step("open", props=props)
+
+    def _step(self, step: str, **args: Any) -> Any:
+        return self.client._call("member", handle=self.handle, step=step, topic=self.topic, **args)
+
+    def poll(self, timeout_ms: int = 100) -> list[Json]:
+        return [record(r["partition"], r["offset"], unb64(r["key"]), unb64(r["value"]),
+                       [(k, unb64(v)) for k, v in r["headers"]], r["timestamp"], r["timestamp_type"])
+                for r in self._step("poll", timeout_ms=timeout_ms)]  # fmt: skip
+
+    def assignment(self) -> list[int]:
+        return list(self._step("assignment"))
+
+    def positions(self) -> dict[int, int]:
+        return {int(p): o for p, o in self._step("positions").items()}
+
+    def commit(self, offsets: dict[int, tuple[int, str]]) -> Json:
+        return self._step("commit", offsets={str(p): [o, m] for p, (o, m) in offsets.items()})
+
+    def committed(self, partitions: list[int]) -> Json:
+        return self._step("committed", partitions=partitions)
+
+    def close(self) -> None:
+        self._step("close")
 
 
 class JavaTxnProducer(TxnProducer):

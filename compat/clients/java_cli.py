@@ -26,6 +26,7 @@ OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 API_VERSIONS = "org.apache.kafka.tools.BrokerApiVersionsCommand"
 CLUSTER = "org.apache.kafka.tools.ClusterTool"
+GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 NULL = "<NULL>"
 API_LINE = re.compile(r"^\s*\w+\((\d+)\): (\d+) to (\d+) \[usable: \d+\],?$")
 
@@ -54,7 +55,7 @@ class JavaCliClient(Client):
         "admin.create_topic", "admin.delete_topic", "admin.create_partitions", "admin.describe_topic",
         "admin.list_topics", "admin.describe_cluster", "admin.describe_configs", "admin.alter_configs",
         "admin.delete_records", "admin.list_offsets", "list_offsets.max_timestamp", "api_versions",
-        "produce", "produce.headers", "produce.null", "produce.acks0", "consume", "consume.fetch",
+        "produce", "produce.headers", "produce.null", "produce.acks0", "consume", "consume.fetch", "group.cli",
     })  # fmt: skip
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
@@ -73,6 +74,19 @@ class JavaCliClient(Client):
         argv = [*command, "--bootstrap-server", self.bootstrap, *args]
         r = self.driver.call("cli", main=main, args=argv, stdin=stdin)
         return {"exit": r["exit"], "stdout": r["stdout"].splitlines(), "stderr": r["stderr"].splitlines()}
+
+    def consumer_groups(self, *args: str, only: str | None = None) -> dict[str, Json]:
+        """``kafka-consumer-groups`` with ``args``. Its tables pad columns to the widest value
+        of the run (group ids, member ids, hosts), so runs of spaces become one; with ``only``
+        stdout keeps just the header and the lines naming that group (``--list`` prints every
+        group of the cluster); stack frames in stderr are dropped."""
+        out = self.run(GROUPS, *args)
+        lines = [re.sub(r" {2,}", " ", line.rstrip()) for line in out["stdout"]]
+        if only is not None:
+            lines = [line for i, line in enumerate(lines) if only in line.split(" ") or (i == 0 and "GROUP" in line)]
+        out["stdout"] = lines
+        out["stderr"] = [line for line in out["stderr"] if not line.startswith("\tat ")]  # stack frames
+        return out
 
     def create_topic(
         self, name: str, partitions: int = 1, rf: int = 1,

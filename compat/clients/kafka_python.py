@@ -1,4 +1,5 @@
-"""The kafka-python adapter: KafkaAdminClient, KafkaProducer and KafkaConsumer (assign, no group)."""
+"""The kafka-python adapter: KafkaAdminClient, KafkaProducer and KafkaConsumer (assign, and
+subscribe in a classic group), plus hand-built group requests through the admin client."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from compat.clients.base import (
     PRODUCE_FEATURES,
     Client,
     FetchSettings,
+    GroupMember,
     Json,
     OffsetSpec,
     Rec,
     Start,
+    Unsupported,
     err,
     fetch_config,
     record,
@@ -44,11 +47,84 @@ FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
 }
 
 
+def _record(m: Any) -> Json:
+    return record(m.partition, m.offset, m.key, m.value, list(m.headers or []), m.timestamp,
+                  "LogAppendTime" if m.timestamp_type == 1 else "CreateTime")  # fmt: skip
+
+
+def _error_class(error: Any) -> Json:
+    """A kafka-python error class (NoError included) as None or an error."""
+    errno = getattr(error, "errno", 0)
+    return None if not errno else err(code_name(errno))
+
+
+class KafkaPythonMember(GroupMember):
+    """KafkaConsumer.subscribe in a classic group.
+
+    Two kafka-python 3.0 races are kept out of the way (both client-side; kbroker answers a
+    join within milliseconds, which makes them likely): the leader assigns nothing when it
+    computes the assignment before its metadata names the topic (a second rebalance follows),
+    so the member learns the topic's partitions before it subscribes; and a poll that gives up
+    between a SyncGroup request and its response can drop the assignment for good (the member
+    stays unassigned until the coordinator expels it), so a poll waits at least
+    ``MIN_POLL_MS``, long enough for a join/sync round to finish inside it."""
+
+    MIN_POLL_MS = 1000
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        from kafka import KafkaConsumer
+
+        self.topic = topic
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+            auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
+            fetch_max_wait_ms=100, request_timeout_ms=TIMEOUT_MS,
+        )  # fmt: skip
+        self.consumer.partitions_for_topic(topic)  # fetches the topic's metadata
+        self.consumer.subscribe([topic])
+
+    def poll(self, timeout_ms: int = 100) -> list[Json]:
+        timeout_ms = max(timeout_ms, self.MIN_POLL_MS)
+        return [_record(m) for ms in self.consumer.poll(timeout_ms=timeout_ms).values() for m in ms]
+
+    def assignment(self) -> list[int]:
+        return sorted(tp.partition for tp in self.consumer.assignment())
+
+    def positions(self) -> dict[int, int]:
+        from kafka import TopicPartition
+
+        return {p: self.consumer.position(TopicPartition(self.topic, p)) for p in self.assignment()}
+
+    def commit(self, offsets: dict[int, tuple[int, str]]) -> Json:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        try:
+            self.consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, m, -1)
+                                  for p, (o, m) in offsets.items()})  # fmt: skip
+        except Exception as exc:
+            return err(exception_name(exc))
+        return None
+
+    def committed(self, partitions: list[int]) -> Json:
+        from kafka import TopicPartition
+
+        out: dict[str, Json] = {}
+        for p in partitions:
+            got = self.consumer.committed(TopicPartition(self.topic, p), metadata=True)
+            out[str(p)] = None if got is None else [got.offset, got.metadata]
+        return out
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 class KafkaPythonClient(Client):
     name = "kafka-python"
     FEATURES = frozenset(
         ADMIN_FEATURES | PRODUCE_FEATURES | CONSUME_FEATURES | {
-        "admin.alter_configs_legacy", "list_offsets.max_timestamp", "api_versions"}
+        "admin.alter_configs_legacy", "list_offsets.max_timestamp", "api_versions",
+        "group", "group.admin", "group.delete_offsets", "group.raw", "group.list_state"}
     )
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
@@ -196,6 +272,93 @@ class KafkaPythonClient(Client):
     def api_versions(self) -> Json:
         self.admin.describe_cluster()  # make sure a connection (and its ApiVersions) exists
         return {str(int(k)): list(v) for k, v in sorted(self.admin.api_versions().items())}
+
+    # --- groups ------------------------------------------------------------------------------
+    def group_member(self, topic: str, group: str, protocol: str = "classic") -> GroupMember:
+        if protocol != "classic":
+            raise Unsupported("kafka-python speaks the classic group protocol only")
+        return KafkaPythonMember(self.bootstrap, topic, group)
+
+    def list_groups(self, state: str | None = None) -> Json:
+        listed = self.admin.list_groups(states_filter=[state] if state else None)
+        return sorted([g["group_id"], g.get("group_state"), g.get("group_type")] for g in listed)
+
+    def describe_group(self, group: str) -> Json:
+        try:
+            g = self.admin.describe_groups([group])[group]
+        except Exception as exc:
+            return err(exception_name(exc))
+        m = re.match(r"\[Error (\d+)\]", g["error"] or "")
+        return {"error": code_name(int(m.group(1))) if m else g["error"], "state": g["group_state"],
+                "protocol_type": g["protocol_type"], "protocol": g["protocol_data"],
+                "members": len(g["members"])}  # fmt: skip
+
+    def delete_group(self, group: str) -> Json:
+        try:
+            res = self.admin.delete_groups([group])[group]
+        except Exception as exc:
+            return err(exception_name(exc))
+        if res == "OK":
+            return None
+        import kafka.errors
+
+        errno = getattr(getattr(kafka.errors, res, None), "errno", None)  # an error class name
+        return err(code_name(errno) if isinstance(errno, int) else res)
+
+    def group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
+        from kafka import TopicPartition
+
+        try:
+            got = self.admin.list_group_offsets({group: [TopicPartition(topic, p) for p in partitions]})[group]
+        except Exception as exc:
+            return err(exception_name(exc))
+        return {str(tp.partition): None if o.offset < 0 else [o.offset, o.metadata]
+                for tp, o in sorted(got.items())}  # fmt: skip
+
+    def alter_group_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> Json:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        try:
+            got = self.admin.alter_group_offsets(
+                group, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+        except Exception as exc:
+            return err(exception_name(exc))
+        errors = {str(tp.partition): _error_class(e) for tp, e in sorted(got.items())}
+        return errors if any(errors.values()) else None
+
+    def delete_group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
+        from kafka import TopicPartition
+
+        try:
+            got = self.admin.delete_group_offsets(group, [TopicPartition(topic, p) for p in partitions])
+        except Exception as exc:
+            return err(exception_name(exc))
+        return {str(tp.partition): _error_class(e) for tp, e in sorted(got.items())}
+
+    def raw_offset_commit(self, group: str, generation: int, member: str, topic: str, offset: int) -> Json:
+        from kafka.protocol.consumer import OffsetCommitRequest
+
+        t = OffsetCommitRequest.OffsetCommitRequestTopic
+        request = OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=generation, member_id=member,
+            group_instance_id=None, retention_time_ms=-1,
+            topics=[t(name=topic, partitions=[t.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="raw")])],
+            max_version=8,
+        )  # fmt: skip
+        admin = self.admin
+
+        async def send() -> Any:
+            node = await admin._find_coordinator_id(group)
+            return await admin._manager.send(request, node_id=node)
+
+        try:
+            response = admin._manager.run(send)
+        except Exception as exc:
+            return err(exception_name(exc))
+        code = response.topics[0].partitions[0].error_code
+        return None if code == 0 else err(code_name(code))
 
     # --- data --------------------------------------------------------------------------------
     def produce(

@@ -9,6 +9,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.*;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.*;
 import org.apache.kafka.common.config.ConfigResource;
 
@@ -42,6 +43,72 @@ final class AdminOps {
                 DeletedRecords d = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(r.get("before").asLong())))
                     .lowWatermarks().get(tp).get(T, TimeUnit.MILLISECONDS);
                 return CompatDriver.JSON.getNodeFactory().numberNode(d.lowWatermark());
+            }
+            case "list_groups": {
+                ArrayNode out = CompatDriver.JSON.createArrayNode();
+                List<GroupListing> all = new ArrayList<>(admin.listGroups().all().get(T, TimeUnit.MILLISECONDS));
+                all.sort(Comparator.comparing(GroupListing::groupId));
+                for (GroupListing g : all) {
+                    out.addArray().add(g.groupId()).add(g.groupState().map(Object::toString).orElse(null))
+                        .add(g.type().map(Object::toString).orElse(null)).add(g.protocol());
+                }
+                return out;
+            }
+            case "describe_group": {
+                String group = r.get("group").asText();
+                ConsumerGroupDescription g = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                    .get(T, TimeUnit.MILLISECONDS);
+                ObjectNode out = CompatDriver.JSON.createObjectNode();
+                out.put("state", g.groupState().toString());
+                out.put("type", g.type().toString());
+                out.put("assignor", g.partitionAssignor());
+                out.put("simple", g.isSimpleConsumerGroup());
+                out.put("members", g.members().size());
+                ArrayNode sizes = out.putArray("assigned");
+                g.members().stream().map(m -> m.assignment().topicPartitions().size()).sorted().forEach(sizes::add);
+                return out;
+            }
+            case "delete_group":
+                admin.deleteConsumerGroups(List.of(r.get("group").asText())).all().get(T, TimeUnit.MILLISECONDS);
+                return NullNode.instance;
+            case "group_offsets": {
+                String group = r.get("group").asText(), topic = r.get("topic").asText();
+                List<TopicPartition> tps = new ArrayList<>();
+                for (JsonNode n : r.get("partitions")) tps.add(new TopicPartition(topic, n.asInt()));
+                Map<TopicPartition, OffsetAndMetadata> got = admin.listConsumerGroupOffsets(Map.of(group,
+                    new ListConsumerGroupOffsetsSpec().topicPartitions(tps))).partitionsToOffsetAndMetadata(group)
+                    .get(T, TimeUnit.MILLISECONDS);
+                ObjectNode out = CompatDriver.JSON.createObjectNode();
+                for (TopicPartition tp : tps) {
+                    OffsetAndMetadata o = got.get(tp);
+                    if (o == null) out.putNull(String.valueOf(tp.partition()));
+                    else out.putArray(String.valueOf(tp.partition())).add(o.offset()).add(o.metadata());
+                }
+                return out;
+            }
+            case "alter_group_offsets": {
+                String group = r.get("group").asText(), topic = r.get("topic").asText();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                r.get("offsets").properties().forEach(f -> offsets.put(new TopicPartition(topic,
+                    Integer.parseInt(f.getKey())), new OffsetAndMetadata(f.getValue().asLong())));
+                admin.alterConsumerGroupOffsets(group, offsets).all().get(T, TimeUnit.MILLISECONDS);
+                return NullNode.instance;
+            }
+            case "delete_group_offsets": {
+                String group = r.get("group").asText(), topic = r.get("topic").asText();
+                Set<TopicPartition> tps = new TreeSet<>(Comparator.comparingInt(TopicPartition::partition));
+                for (JsonNode n : r.get("partitions")) tps.add(new TopicPartition(topic, n.asInt()));
+                DeleteConsumerGroupOffsetsResult res = admin.deleteConsumerGroupOffsets(group, tps);
+                ObjectNode out = CompatDriver.JSON.createObjectNode();
+                for (TopicPartition tp : tps) {
+                    try {
+                        res.partitionResult(tp).get(T, TimeUnit.MILLISECONDS);
+                        out.putNull(String.valueOf(tp.partition()));
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        out.set(String.valueOf(tp.partition()), CompatDriver.error(e.getCause()));
+                    }
+                }
+                return out;
             }
             default: throw new IllegalArgumentException("unknown op " + op);
         }

@@ -94,6 +94,7 @@ public final class CompatDriver {
             case "produce": return produce(bootstrap, r);
             case "consume": return consume(bootstrap, r);
             case "txn": return txn(bootstrap, r);
+            case "member": return member(bootstrap, r);
             default: break;
         }
         Admin admin = ADMINS.computeIfAbsent(bootstrap, b -> Admin.create(Map.of(
@@ -311,6 +312,85 @@ public final class CompatDriver {
             consumer.close(CloseOptions.timeout(Duration.ZERO));
         }
         return result;
+    }
+
+    // Group members (KafkaConsumer.subscribe) by the handle "member" requests name them with.
+    static final Map<String, KafkaConsumer<byte[], byte[]>> MEMBERS = new HashMap<>();
+
+    /** A subscribed KafkaConsumer's steps: "step" = open | poll | assignment | positions | commit |
+     *  committed | close. open: props (group.id, group.protocol, ...) and topic; poll: records
+     *  within timeout_ms; commit: {partition: [offset, metadata]}; committed: partitions. */
+    static JsonNode member(String bootstrap, JsonNode r) {
+        String handle = r.get("handle").asText(), step = r.get("step").asText(), topic = r.get("topic").asText();
+        if (step.equals("open")) {
+            Properties p = props(bootstrap, r.get("props"));
+            p.putIfAbsent("enable.auto.commit", "false");
+            p.putIfAbsent("auto.offset.reset", "earliest");
+            KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p,
+                new org.apache.kafka.common.serialization.ByteArrayDeserializer(),
+                new org.apache.kafka.common.serialization.ByteArrayDeserializer());
+            c.subscribe(List.of(topic));
+            MEMBERS.put(handle, c);
+            return NullNode.getInstance();
+        }
+        KafkaConsumer<byte[], byte[]> c = MEMBERS.get(handle);
+        try {
+            switch (step) {
+                case "poll": {
+                    ArrayNode records = JSON.createArrayNode();
+                    for (ConsumerRecord<byte[], byte[]> rec : c.poll(Duration.ofMillis(r.get("timeout_ms").asLong()))) {
+                        ObjectNode o = records.addObject();
+                        o.put("partition", rec.partition());
+                        o.put("offset", rec.offset());
+                        o.put("key", b64(rec.key()));
+                        o.put("value", b64(rec.value()));
+                        ArrayNode hs = o.putArray("headers");
+                        for (Header h : rec.headers()) hs.addArray().add(h.key()).add(b64(h.value()));
+                        o.put("timestamp", rec.timestamp());
+                        o.put("timestamp_type", rec.timestampType().name);
+                    }
+                    return records;
+                }
+                case "assignment": {
+                    ArrayNode out = JSON.createArrayNode();
+                    new TreeSet<>(c.assignment().stream().map(TopicPartition::partition).toList()).forEach(out::add);
+                    return out;
+                }
+                case "positions": {
+                    ObjectNode out = JSON.createObjectNode();
+                    for (TopicPartition tp : c.assignment()) out.put(String.valueOf(tp.partition()), c.position(tp));
+                    return out;
+                }
+                case "commit": {
+                    Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                    r.get("offsets").properties().forEach(f -> offsets.put(new TopicPartition(topic,
+                        Integer.parseInt(f.getKey())), new OffsetAndMetadata(f.getValue().get(0).asLong(),
+                        f.getValue().get(1).asText())));
+                    c.commitSync(offsets);
+                    return NullNode.getInstance();
+                }
+                case "committed": {
+                    List<TopicPartition> tps = new ArrayList<>();
+                    for (JsonNode n : r.get("partitions")) tps.add(new TopicPartition(topic, n.asInt()));
+                    Map<TopicPartition, OffsetAndMetadata> got = c.committed(new HashSet<>(tps));
+                    ObjectNode out = JSON.createObjectNode();
+                    for (TopicPartition tp : tps) {
+                        OffsetAndMetadata o = got.get(tp);
+                        String key = String.valueOf(tp.partition());
+                        if (o == null) out.putNull(key);
+                        else out.putArray(key).add(o.offset()).add(o.metadata());
+                    }
+                    return out;
+                }
+                case "close":
+                    MEMBERS.remove(handle);
+                    c.close(CloseOptions.timeout(Duration.ofSeconds(5)));
+                    return NullNode.getInstance();
+                default: throw new IllegalArgumentException("member step " + step);
+            }
+        } catch (KafkaException e) {
+            return error(e);
+        }
     }
 
     /** Runs a CLI tool's main(String[]) in this JVM; returns exit status, stdout and stderr. */
