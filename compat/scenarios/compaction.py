@@ -1,9 +1,13 @@
 """Log compaction: a compacted topic keeps the latest record of every key at its original
-offset once the cleaner has run (log.cleaner.backoff.ms=100 on both targets, segment.ms=1 so
-every produce request starts a new segment, min.cleanable.dirty.ratio=0.01)."""
+offset once the cleaner has run (log.cleaner.backoff.ms=100 on both targets,
+min.cleanable.dirty.ratio=0.01). Segments roll by record timestamps (segment.ms compares a
+batch's timestamp with the segment's first, as Kafka does), so each round carries its own
+timestamp one second after the previous round's: every round starts a segment whatever the
+wall-clock pace of the produce requests."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from compat.clients.base import Rec
@@ -21,11 +25,13 @@ def compaction_latest_per_key(run: Run) -> Any:
     value, at the offset it was written at. Tombstones are left out of the outcome: whether the
     cleaner has removed them yet (delete.retention.ms) is timing, not behaviour."""
     t = run.topic(configs=TOPIC_CONFIGS)
+    base = int(time.time() * 1000) - 60_000
     rounds = [
-        [Rec(b"v1-%d" % i, b"k%d" % i) for i in range(10)],
-        [Rec(b"v2-%d" % i, b"k%d" % i) for i in range(5)] + [Rec(None, b"k5"), Rec(None, b"k6")],
-        [Rec(b"v3-%d" % i, b"k%d" % i) for i in range(2)],
-        [Rec(b"last", b"end")],
+        [Rec(b"v1-%d" % i, b"k%d" % i, timestamp=base) for i in range(10)],
+        [Rec(b"v2-%d" % i, b"k%d" % i, timestamp=base + 1000) for i in range(5)]
+        + [Rec(None, b"k5", timestamp=base + 1000), Rec(None, b"k6", timestamp=base + 1000)],
+        [Rec(b"v3-%d" % i, b"k%d" % i, timestamp=base + 2000) for i in range(2)],
+        [Rec(b"last", b"end", timestamp=base + 3000)],
     ]
     for records in rounds:
         run.harness.put(t, records, sync=True)
