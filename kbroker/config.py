@@ -102,6 +102,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("group.consumer.heartbeat.interval.ms", _I, "5000"),
         ("group.consumer.max.size", _I, "2147483647"),
         ("group.consumer.assignors", _LS, "uniform,range"),
+        ("group.consumer.migration.policy", _S, "bidirectional"),
         ("offsets.retention.minutes", _I, "10080"),
         ("offsets.retention.check.interval.ms", _L, "600000"),
         ("offset.metadata.max.bytes", _I, "4096"),

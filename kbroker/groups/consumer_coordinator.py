@@ -4,10 +4,11 @@ It owns the consumer groups (``ConsumerGroup``), their session and rebalance tim
 member-epoch checks that OffsetCommit / OffsetFetch make for consumer groups. The classic
 GroupCoordinator keeps classic groups; a group id is one or the other. An Empty classic group
 (one that only has offsets, or whose members all left) turns into a consumer group when a
-consumer-protocol member joins it, as in Kafka; a classic group with members cannot be
-joined this way (GROUP_ID_NOT_FOUND), and a classic JoinGroup to a consumer group with members
-gets INCONSISTENT_GROUP_PROTOCOL (deviation: Kafka's online upgrade/downgrade between the
-protocols, and classic members inside a consumer group, are not implemented).
+consumer-protocol member joins it, as in Kafka. A classic group with members is upgraded
+online and a consumer group left with classic members only is downgraded, as
+``group.consumer.migration.policy`` allows; classic members of a consumer group are handled
+in ``classic_members.py``. A classic group that cannot be upgraded refuses a consumer-protocol
+member (GROUP_ID_NOT_FOUND).
 
 Persistence: every change is written to ``__consumer_offsets`` as Kafka's consumer group
 records (``consumer_group_records.py``) through the OffsetStore, before the heartbeat is
@@ -17,8 +18,9 @@ across a broker restart. Only records that changed since the last write are appe
 Timers: ``group.consumer.session.timeout.ms`` after a member's last heartbeat it is removed;
 a member asked to revoke partitions that has not done so within its rebalance timeout is
 fenced (removed). Either bumps the group epoch and recomputes the target assignment.
-Deviation: offsets.retention.minutes does not expire a consumer group's offsets (the classic
-coordinator's expiry walks classic groups only); DeleteGroups / OffsetDelete remove them.
+offsets.retention.minutes (``expire_offsets``, run by the classic coordinator's retention
+check): offsets of topics the group does not subscribe to expire the retention after their
+commit, and an Empty group left without offsets is deleted, as Kafka does for consumer groups.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kbroker.groups import assignors
+from kbroker.groups import assignors, classic_members
 from kbroker.groups import consumer_group_records as records
 from kbroker.groups.assignors import Assignment, MemberSubscription
 from kbroker.groups.consumer_group import (
@@ -109,6 +111,10 @@ class ConsumerGroupCoordinator:
             log.warning("group.consumer.assignors: %s is not a known assignor (uniform, range); ignored", unknown)
         if not self.assignors:
             self.assignors = [assignors.UNIFORM]
+        self.migration_policy = (config.get("group.consumer.migration.policy") or "bidirectional").strip().lower()
+        if self.migration_policy not in classic_members.POLICIES:
+            log.warning("group.consumer.migration.policy: unknown value %s; using bidirectional", self.migration_policy)
+            self.migration_policy = "bidirectional"
 
     # ----- lookups used by the classic coordinator and the group handlers --------------------
 
@@ -233,7 +239,10 @@ class ConsumerGroupCoordinator:
             return group
         classic = self.classic.groups.get(group_id) if self.classic is not None else None
         if classic is not None and classic.members:
-            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            upgraded = classic_members.upgrade(self, classic) if create else None
+            if upgraded is None:
+                raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            return upgraded
         if not create:
             # The member cannot be known without its group: UNKNOWN_MEMBER_ID makes the client
             # rejoin with epoch 0 (after its group was deleted, say) instead of failing.
@@ -249,7 +258,7 @@ class ConsumerGroupCoordinator:
         member_id = req.member_id or str(uuid.uuid4())  # v0 lets the coordinator pick the id
         existing = group.members.get(member_id)
         if req.member_epoch != 0:
-            if existing is None:
+            if existing is None or existing.classic is not None:
                 raise KafkaError(ErrorCode.unknown_member_id,
                                  f"Member {member_id} is not a member of group {group.group_id}.")
             if req.instance_id is not None and group.static_members.get(req.instance_id) != member_id:
@@ -266,6 +275,9 @@ class ConsumerGroupCoordinator:
                                      f"Static member {holder_id} with instance id {req.instance_id} is not "
                                      "released yet: it must leave with epoch -2 first.")
                 return self._replace_static(group, holder, member_id), False
+        if existing is not None and existing.classic is not None:
+            raise KafkaError(ErrorCode.unknown_member_id,
+                             f"Member {member_id} uses the classic protocol in group {group.group_id}.")
         if existing is not None:
             # A known member rejoining (after being fenced, for instance) owns nothing now.
             group.release(existing)
@@ -355,6 +367,8 @@ class ConsumerGroupCoordinator:
         group.assignment_epoch = group.group_epoch
 
     def remove_member(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
+        if member_id in group.members and classic_members.maybe_downgrade(self, group, member_id):
+            return
         if group.remove_member(member_id) is None:
             return
         topics = self._topics()
@@ -367,8 +381,9 @@ class ConsumerGroupCoordinator:
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
+        timeout_ms = member.classic[0] if member.classic is not None else self.session_timeout_ms
         member.session_timer = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms / 1000, self._session_expired, group, member)
+            timeout_ms / 1000, self._session_expired, group, member)
 
     def _session_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.session_timer = None
@@ -398,7 +413,7 @@ class ConsumerGroupCoordinator:
             out[records.encode_key(records.MEMBER_METADATA, gid, mid)] = records.encode_member_metadata(
                 records.MemberMetadata(m.instance_id, m.rack_id, m.client_id, m.client_host,
                                        m.subscribed_topic_names, m.subscribed_topic_regex, m.rebalance_timeout_ms,
-                                       m.server_assignor))
+                                       m.server_assignor, m.classic))
             out[records.encode_key(records.TARGET_MEMBER, gid, mid)] = records.encode_target_member(
                 group.target.get(mid, {}))
             out[records.encode_key(records.CURRENT_ASSIGNMENT, gid, mid)] = records.encode_current_assignment(
@@ -454,6 +469,7 @@ class ConsumerGroupCoordinator:
                      member.server_assignor) = (meta.instance_id, meta.rack_id, meta.client_id, meta.client_host,
                                                 meta.subscribed_topic_names, meta.subscribed_topic_regex,
                                                 meta.rebalance_timeout_ms, meta.server_assignor)
+                    member.classic = meta.classic
                 elif kind == records.TARGET_MEMBER:
                     group.target[mid] = records.decode_target_member(value)
                 else:
@@ -501,6 +517,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             raise KafkaError(ErrorCode.unknown_member_id)
+        if member.classic is not None:
+            classic_members.validate_commit(member, member_epoch)
+            return
         if api_version < 9:
             raise KafkaError(ErrorCode.unsupported_version,
                              "OffsetCommit version 9 or above must be used by members using the consumer group "
@@ -532,3 +551,25 @@ class ConsumerGroupCoordinator:
 
     def subscribed_topics(self, group: ConsumerGroup) -> set[str]:
         return set(group.subscription_metadata)
+
+    def expire_offsets(self, now_ms: int, retention_ms: int) -> None:
+        """offsets.retention.minutes at ``now_ms`` (Kafka's ConsumerGroup expiration condition):
+        offsets of topics no member subscribes to (by name, or a regex matching an existing
+        topic) expire ``retention_ms`` after their commit, whatever the group's state; an Empty
+        group with no offset left is deleted (tombstones for its records and offsets; Dead)."""
+        if self.store is None:
+            return
+        for group_id, group in list(self.groups.items()):
+            if group.dead:
+                continue
+            subscribed = set(group.subscription_metadata)
+            for member in group.members.values():
+                subscribed.update(member.subscribed_topic_names)
+            try:
+                if (self.store.expire_offsets(group_id, now_ms, retention_ms, None, subscribed.__contains__)
+                        and group.state is GroupState.EMPTY):
+                    self._forget(group_id)
+                    self.store.delete_group(group_id)
+                    log.info("consumer group %s: offsets expired, group deleted", group_id)
+            except (OSError, KafkaError) as exc:
+                log.error("expiring offsets of consumer group %s failed: %s", group_id, exc)

@@ -81,6 +81,8 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
+    # a classic member (JoinGroup/SyncGroup/Heartbeat): its session timeout and protocols
+    classic: tuple[int, list[tuple[str, bytes]]] | None = None
 
     def cancel_timers(self) -> None:
         for timer in (self.session_timer, self.rebalance_timer):

@@ -6,7 +6,8 @@ arrays, a tagged-field section per struct). Types written, as Kafka's coordinato
 
 - 3 ConsumerGroupMetadata: key group; value group epoch
 - 5 ConsumerGroupMemberMetadata: key group, member; value instance/rack/client id, client
-  host, subscribed topic names and regex, rebalance timeout, server assignor
+  host, subscribed topic names and regex, rebalance timeout, server assignor, and (tagged
+  field 0) a classic member's session timeout and JoinGroup protocols
 - 6 ConsumerGroupTargetAssignmentMetadata: key group; value assignment epoch
 - 7 ConsumerGroupTargetAssignmentMember: key group, member; value topic id -> partitions
 - 8 ConsumerGroupCurrentMemberAssignment: key group, member; value member and previous
@@ -45,6 +46,9 @@ class MemberMetadata:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # tagged field 0, ClassicMemberMetadata: (session timeout, [(protocol name, metadata)]) of a
+    # classic member of a consumer group; None for a member using the consumer protocol
+    classic: tuple[int, list[tuple[str, bytes]]] | None = None
 
 
 @dataclass(slots=True)
@@ -115,7 +119,16 @@ def encode_member_metadata(m: MemberMetadata) -> bytes:
     return b"".join([
         struct.pack(">h", 0), _str(m.instance_id), _str(m.rack_id), _str(m.client_id), _str(m.client_host),
         _array([_str(n) for n in m.subscribed_topic_names]), _str(m.subscribed_topic_regex),
-        struct.pack(">i", m.rebalance_timeout_ms), _str(m.server_assignor), _NO_TAGS])
+        struct.pack(">i", m.rebalance_timeout_ms), _str(m.server_assignor), _classic_tags(m.classic)])
+
+
+def _classic_tags(classic: tuple[int, list[tuple[str, bytes]]] | None) -> bytes:
+    if classic is None:
+        return _NO_TAGS
+    session_ms, protocols = classic
+    body = struct.pack(">i", session_ms) + _array(
+        [_str(name) + encode_unsigned_varint(len(data) + 1) + data + _NO_TAGS for name, data in protocols]) + _NO_TAGS
+    return b"\x01\x00" + encode_unsigned_varint(len(body)) + body
 
 
 def encode_target_member(assignment: Assignment) -> bytes:
@@ -176,7 +189,22 @@ def decode_member_metadata(value: bytes) -> MemberMetadata:
     instance_id, rack_id, client_id, client_host = r.str(), r.str(), r.str() or "", r.str() or ""
     names = [r.str() or "" for _ in range(r.uvarint() - 1)]
     regex = r.str()
-    return MemberMetadata(instance_id, rack_id, client_id, client_host, names, regex, r.fixed(">i"), r.str())
+    meta = MemberMetadata(instance_id, rack_id, client_id, client_host, names, regex, r.fixed(">i"), r.str())
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == 0:
+            session_ms = r.fixed(">i")
+            protocols = []
+            for _ in range(r.uvarint() - 1):
+                name = r.str() or ""
+                length = r.uvarint() - 1
+                protocols.append((name, bytes(r.data[r.pos : r.pos + length])))
+                r.pos += length
+                r.skip_tags()
+            meta.classic = (session_ms, protocols)
+        r.pos = end
+    return meta
 
 
 def decode_target_member(value: bytes) -> Assignment:

@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kbroker.groups import classic_members
 from kbroker.groups.classic_group import ClassicGroup, GroupState, JoinResult, Member, SyncResult
 from kbroker.groups.offset_store import OffsetAndMetadata, OffsetStore
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -78,8 +79,9 @@ class GroupCoordinator:
                     group.static_members[m.group_instance_id] = m.member_id
             group.state = _S if group.members else _E
             self.groups[group_id] = group
-        for group_id in self.store.committed:
-            self.groups.setdefault(group_id, ClassicGroup(group_id, now))
+        for group_id, offsets in self.store.committed.items():
+            if offsets:  # a group whose offsets all got tombstones (expired, deleted) is gone
+                self.groups.setdefault(group_id, ClassicGroup(group_id, now))
         self.store.loaded_groups.clear()
 
     def start(self) -> None:
@@ -109,10 +111,16 @@ class GroupCoordinator:
                    client_host: str, require_known_member_id: bool) -> JoinResult:
         if not group_id:
             return JoinResult(ErrorCode.invalid_group_id, member_id)
-        if self.consumer is not None and not self.consumer.release_to_classic(group_id):
-            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)  # a consumer group with members
         if not self.min_session_ms <= session_ms <= self.max_session_ms:
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
+        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
+        if consumer_group is not None and consumer_group.members and self.consumer is not None:
+            # classic members of a consumer group (classic_members.py)
+            return classic_members.join(self.consumer, consumer_group, member_id, instance_id, protocol_type,
+                                        protocols, session_ms, rebalance_ms, client_id, client_host,
+                                        require_known_member_id)
+        if self.consumer is not None and not self.consumer.release_to_classic(group_id):
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
         group = self.groups.get(group_id)
         if group is None or group.is_in(_D):
             if member_id:
@@ -317,7 +325,9 @@ class GroupCoordinator:
     def _after_removal(self, group: ClassicGroup, reason: str) -> None:
         if group.is_in(_C, _S):
             self._prepare_rebalance(group, reason)
-        elif group.is_in(_P):
+        if group.is_in(_P):
+            # As Kafka's DelayedJoin, tried at once: the last member gone, the group is Empty now
+            # (not a rebalance timeout later), which is when its offsets' retention starts.
             self._maybe_complete_join(group)
 
     # ----- sessions ------------------------------------------------------------------------------
@@ -361,6 +371,10 @@ class GroupCoordinator:
     async def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes]) -> SyncResult:
+        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
+        if consumer_group is not None and self.consumer is not None:
+            return classic_members.sync(self.consumer, consumer_group, generation, member_id, instance_id,
+                                        protocol_type, protocol_name)
         group = self.groups.get(group_id)
         if group is None or group.is_in(_D, _E):
             return SyncResult(ErrorCode.unknown_member_id)
@@ -400,6 +414,9 @@ class GroupCoordinator:
         return await future
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
+        if consumer_group is not None and self.consumer is not None:
+            return classic_members.heartbeat(self.consumer, consumer_group, generation, member_id, instance_id)
         group = self.groups.get(group_id)
         if group is None or group.is_in(_D, _E):
             return ErrorCode.unknown_member_id
@@ -413,6 +430,9 @@ class GroupCoordinator:
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """Top-level error and one error per (member id, instance id) leaving."""
+        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
+        if consumer_group is not None and self.consumer is not None:
+            return classic_members.leave(self.consumer, consumer_group, members)
         group = self.groups.get(group_id)
         if group is None or group.is_in(_D):
             return ErrorCode.unknown_member_id, []
@@ -528,22 +548,41 @@ class GroupCoordinator:
             log.error("storing group %s failed: %s", group.group_id, exc)
 
     def _expire_offsets(self) -> None:
-        """offsets.retention.minutes: offsets of a group without members expire that long after
-        the group became Empty (or after their commit, for a group never joined), as Kafka does."""
+        """The offsets.retention.check.interval.ms timer."""
         self._retention_timer = asyncio.get_running_loop().call_later(self.retention_check_s, self._expire_offsets)
-        now = _now_ms()
+        self.expire_offsets(_now_ms())
+
+    def expire_offsets(self, now_ms: int) -> None:
+        """offsets.retention.minutes at ``now_ms``, as Kafka's cleanupGroupMetadata, classic groups
+        here (consumer groups: ``ConsumerGroupCoordinator.expire_offsets``). Kafka's
+        OffsetExpirationCondition: an Empty group with a protocol type loses its offsets the
+        retention after it became Empty; a group without protocol type (standalone commits), each
+        offset the retention after its commit; a Stable group of the consumer protocol whose
+        subscriptions are known, the offsets of topics it does not subscribe to (KIP-496), the
+        retention after their commit; any other group keeps its offsets. An Empty group left
+        without offsets is deleted (tombstones for its offsets and metadata; state Dead)."""
         for group_id, group in list(self.groups.items()):
-            if not group.is_in(_E):
+            since: int | None = None
+            topics: set[str] = set()
+            if not group.protocol_type:
+                pass
+            elif group.is_in(_E):
+                since = group.state_timestamp
+            elif group.is_in(_S) and group.protocol_type == "consumer":
+                subscribed = group.subscribed_topics()
+                if subscribed is None:
+                    continue
+                topics = subscribed
+            else:
                 continue
-            offsets = self.store.committed.get(group_id, {})
-            base = group.state_timestamp if group.protocol_type else None
-            expired = [tp for tp, o in offsets.items()
-                       if (base if base is not None else o.commit_timestamp) + self.retention_ms <= now
-                       and not self.store.has_pending(group_id, tp)]
             try:
-                self.store.delete_offsets(group_id, expired)
-                if not self.store.committed.get(group_id) and not self.store.has_pending(group_id):
+                if self.store.expire_offsets(group_id, now_ms, self.retention_ms, since,
+                                             topics.__contains__) and group.is_in(_E):
                     self.store.delete_group(group_id)
+                    group.transition(_D, now_ms)
                     del self.groups[group_id]
+                    log.info("group %s: offsets expired, group deleted", group_id)
             except (OSError, KafkaError) as exc:
                 log.error("expiring offsets of group %s failed: %s", group_id, exc)
+        if self.consumer is not None:
+            self.consumer.expire_offsets(now_ms, self.retention_ms)

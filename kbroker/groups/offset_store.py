@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -213,6 +214,24 @@ class OffsetStore:
         if present:
             self._write(group, [(encode_key(group, t, p), None) for t, p in present])
             self._apply(group, dict.fromkeys(present))
+
+    def expire_offsets(self, group: str, now_ms: int, retention_ms: int, since_ms: int | None,
+                       subscribed: Callable[[str], bool]) -> bool:
+        """offsets.retention.minutes for one group (Kafka's cleanupExpiredOffsets): tombstones
+        for the offsets of topics ``subscribed`` says the group does not consume that are
+        ``retention_ms`` old, counted from ``since_ms`` (when the group became Empty) or, if
+        None, from their commit, unless an open transaction holds an offset for the partition.
+        Returns whether nothing is left (no offset, none pending): the group may be deleted."""
+        expired: list[tuple[str, int]] = []
+        kept = False
+        for tp, o in self.committed.get(group, {}).items():
+            base = o.commit_timestamp if since_ms is None else since_ms
+            if not subscribed(tp[0]) and now_ms - base >= retention_ms and not self.has_pending(group, tp):
+                expired.append(tp)
+            else:
+                kept = True
+        self.delete_offsets(group, expired)
+        return not kept and not self.has_pending(group)
 
     def delete_group(self, group: str) -> None:
         """Tombstones for every offset of the group and for its metadata (DeleteGroups)."""

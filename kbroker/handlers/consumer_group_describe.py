@@ -22,7 +22,7 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 _OMITTED = -(2**31)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
-_CONSUMER_MEMBER_TYPE = 1  # KIP-1099: 0 classic, 1 consumer
+_CLASSIC_MEMBER_TYPE, _CONSUMER_MEMBER_TYPE = 0, 1  # KIP-1099
 
 
 def _assignment(m: object, assignment: Assignment, names: dict[object, str]) -> object:
@@ -54,7 +54,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                   subscribed_topic_regex=member.subscribed_topic_regex,
                   assignment=_assignment(m, member.assigned, names),
                   target_assignment=_assignment(m, group.target.get(member.member_id, {}), names),
-                  member_type=_CONSUMER_MEMBER_TYPE)
+                  member_type=_CLASSIC_MEMBER_TYPE if member.classic is not None else _CONSUMER_MEMBER_TYPE)
             for member in group.members.values())
         described.append(build(m.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
                                group_state=group.state.value, group_epoch=group.group_epoch,

@@ -10,7 +10,8 @@ FENCED_INSTANCE_ID, and a Stable group with unchanged metadata does not rebalanc
 told skip_assignment, v9). Session timeout outside group.min/max.session.timeout.ms:
 INVALID_SESSION_TIMEOUT; no protocol in common or another protocol type:
 INCONSISTENT_GROUP_PROTOCOL; group.max.size: GROUP_MAX_SIZE_REACHED. v0 has no rebalance
-timeout: the session timeout stands in, as in Kafka.
+timeout: the session timeout stands in, as in Kafka. A JoinGroup to a consumer group (a classic
+member of it, after an online upgrade) is answered at once by kbroker/groups/classic_members.py.
 """
 
 from __future__ import annotations

@@ -291,3 +291,64 @@ def test_java_consumer_and_the_consumer_groups_tool(broker: BrokerProcess,
     assert statuses == dict.fromkeys(everywhere, "Successful")  # TOPIC PARTITION STATUS rows
     assert "Deletion of requested consumer groups ('java-group') was successful." in tool("--delete", "--group", group)
     assert group not in tool("--list").split()
+
+
+def test_offsets_retention_expires_an_empty_groups_and_standalone_offsets(tmp_path: pytest.TempPathFactory) -> None:
+    """offsets.retention.minutes=1 (Kafka's minimum) with a 500 ms check: the offsets of a group
+    whose only member closed, and offsets committed outside any membership, are there until a
+    minute has passed and gone (group deleted, not listed) within seconds after; they stay gone
+    after a restart (tombstones in __consumer_offsets). About 65 s."""
+    broker = BrokerProcess(str(tmp_path / "data"), {**OVERRIDES, "offsets.retention.minutes": "1",
+                                                    "offsets.retention.check.interval.ms": "500"})
+    broker.start()
+    try:
+        topic = topic_with_records(broker.bootstrap)
+        member_group, standalone_group = f"ret-{uuid.uuid4().hex[:6]}", f"simple-{uuid.uuid4().hex[:6]}"
+        member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": member_group,
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                           "session.timeout.ms": SESSION_MS})
+        member.subscribe([topic])
+        message = None
+        deadline = time.monotonic() + 30
+        while message is None and time.monotonic() < deadline:
+            polled = member.poll(0.2)
+            message = polled if polled is not None and polled.error() is None else None
+        assert message is not None
+        member.commit(message=message, asynchronous=False)
+        simple = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": standalone_group,
+                           "enable.auto.commit": False})
+        start = time.monotonic()  # the standalone commit and the member group going Empty are after this
+        simple.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+        simple.close()
+        member.close()  # LeaveGroup: the group is Empty
+
+        checkers = {group: Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+                    for group in (member_group, standalone_group)}
+
+        def committed(group: str) -> int:
+            partition = 0 if group == standalone_group else message.partition()
+            return checkers[group].committed([TopicPartition(topic, partition)], timeout=10)[0].offset
+
+        def listed() -> set[str]:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # alive until the result is in
+            return {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+
+        assert committed(member_group) == message.offset() + 1 and committed(standalone_group) == 7
+        assert {member_group, standalone_group} <= listed()
+        wait_for(lambda: committed(member_group) < 0 and committed(standalone_group) < 0, 75, "the offsets to expire")
+        elapsed = time.monotonic() - start
+        print(f"offsets expired {elapsed:.1f}s after the commit / the group became Empty")
+        assert 59.5 <= elapsed <= 68, elapsed
+        assert not {member_group, standalone_group} & listed()
+        for checker in checkers.values():
+            checker.close()
+        broker.stop()
+        broker.start()
+        checkers = {group: Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+                    for group in (member_group, standalone_group)}
+        assert committed(member_group) < 0 and committed(standalone_group) < 0
+        assert not {member_group, standalone_group} & listed()
+        for checker in checkers.values():
+            checker.close()
+    finally:
+        broker.close()
