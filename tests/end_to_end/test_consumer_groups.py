@@ -3,7 +3,7 @@ aiokafka members sharing partitions, rebalancing when a member leaves or is kill
 it takes is printed), committing and resuming at least once without gaps, a static member
 rejoining without a rebalance, and committed offsets and group state surviving ``kill -9`` of
 the broker; Java: Kafka's console consumer in a group and the kafka-consumer-groups tool
-(list, describe with lag, reset offsets five ways, delete offsets, delete). The broker runs
+(list, describe with lag, reset offsets all eight ways, delete offsets, delete). The broker runs
 with group.initial.rebalance.delay.ms=0 and short sessions so the tests stay fast; every wait
 is bounded polling of what the clients observe. (KIP-848 groups: test_consumer_group_protocol.py.)
 """
@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -239,8 +240,8 @@ def _offsets_table(text: str) -> dict[int, tuple[str, ...]]:
     return rows
 
 
-def test_java_consumer_and_the_consumer_groups_tool(broker: BrokerProcess,
-                                                    kafka_cli: KafkaCli) -> None:  # noqa: F811 (imported fixture)
+def test_java_consumer_and_the_consumer_groups_tool(broker: BrokerProcess, kafka_cli: KafkaCli,  # noqa: F811
+                                                    tmp_path: Path) -> None:
     topic, group = topic_with_records(broker.bootstrap), "java-group"
 
     def tool(*args: str) -> str:
@@ -281,6 +282,14 @@ def test_java_consumer_and_the_consumer_groups_tool(broker: BrokerProcess,
     assert reset("--shift-by", "-5") == dict.fromkeys(everywhere, "15")
     assert reset("--to-latest") == dict.fromkeys(everywhere, str(PER_PARTITION))
     assert reset("--to-datetime", "2000-01-01T00:00:00.000") == dict.fromkeys(everywhere, "0")
+    assert reset("--shift-by", "7") == dict.fromkeys(everywhere, "7")
+    assert reset("--to-current") == dict.fromkeys(everywhere, "7")
+    assert reset("--by-duration", "P1D") == dict.fromkeys(everywhere, "0")  # every record is newer than a day
+    plan = tmp_path / "reset.csv"
+    plan.write_text("".join(f"{topic},{p},{3 * p}\n" for p in everywhere))
+    out = tool("--reset-offsets", "--group", group, "--from-file", str(plan), "--execute")
+    assert {p: cells[0] for p, cells in _offsets_table(out).items()} == {p: str(3 * p) for p in everywhere}
+    assert reset("--to-earliest") == dict.fromkeys(everywhere, "0")
     described = tool("--describe", "--group", group)
     assert {p: (c[0], c[2]) for p, c in _offsets_table(described).items()} == dict.fromkeys(
         everywhere, ("0", str(PER_PARTITION)))
