@@ -113,6 +113,33 @@ class ConfluentMember(GroupMember):
         self.consumer.close()
 
 
+def produce_each(producer: Any, topic: str, records: list[Rec], *, sync: bool = False) -> list[Json]:
+    """Hand every record to ``producer``; the returned list fills in with each record's offset
+    or error as delivery reports arrive (the caller flushes). ``sync`` flushes after each."""
+    results: list[Json] = [None] * len(records)
+
+    def report(index: int) -> Any:
+        def cb(error: Any, msg: Any) -> None:
+            results[index] = err(kafka_error_name(error)) if error else msg.offset()
+        return cb
+
+    for i, r in enumerate(records):
+        kwargs: dict[str, Any] = {"value": r.value, "key": r.key, "on_delivery": report(i)}
+        if r.partition is not None:
+            kwargs["partition"] = r.partition
+        if r.timestamp is not None:
+            kwargs["timestamp"] = r.timestamp
+        if r.headers:
+            kwargs["headers"] = list(r.headers)
+        try:
+            producer.produce(topic, **kwargs)
+        except Exception as exc:
+            results[i] = err(exc_name(exc))
+        if sync:
+            producer.flush(TIMEOUT_S)
+    return results
+
+
 class ConfluentClient(Client):
     name = "confluent"
     FEATURES = frozenset(
@@ -261,27 +288,7 @@ class ConfluentClient(Client):
         config = {"bootstrap.servers": self.bootstrap, "acks": acks, "compression.type": codec,
                   "linger.ms": 5, "message.timeout.ms": 15000, **(extra or {})}  # fmt: skip
         producer = Producer(config)
-        results: list[Json] = [None] * len(records)
-
-        def report(index: int) -> Any:
-            def cb(error: Any, msg: Any) -> None:
-                results[index] = err(kafka_error_name(error)) if error else msg.offset()
-            return cb
-
-        for i, r in enumerate(records):
-            kwargs: dict[str, Any] = {"value": r.value, "key": r.key, "on_delivery": report(i)}
-            if r.partition is not None:
-                kwargs["partition"] = r.partition
-            if r.timestamp is not None:
-                kwargs["timestamp"] = r.timestamp
-            if r.headers:
-                kwargs["headers"] = list(r.headers)
-            try:
-                producer.produce(topic, **kwargs)
-            except Exception as exc:
-                results[i] = err(exc_name(exc))
-            if sync:
-                producer.flush(TIMEOUT_S)
+        results = produce_each(producer, topic, records, sync=sync)
         producer.flush(TIMEOUT_S)
         return results
 
@@ -416,25 +423,7 @@ class ConfluentTxnProducer(TxnProducer):
         return self._call(self.producer.begin_transaction)
 
     def send(self, topic: str, records: list[Rec]) -> Json:
-        results: list[Json] = [None] * len(records)
-
-        def report(index: int) -> Any:
-            def cb(error: Any, msg: Any) -> None:
-                results[index] = err(kafka_error_name(error)) if error else msg.offset()
-            return cb
-
-        for i, r in enumerate(records):
-            kwargs: dict[str, Any] = {"value": r.value, "key": r.key, "on_delivery": report(i)}
-            if r.partition is not None:
-                kwargs["partition"] = r.partition
-            if r.timestamp is not None:
-                kwargs["timestamp"] = r.timestamp
-            if r.headers:
-                kwargs["headers"] = list(r.headers)
-            try:
-                self.producer.produce(topic, **kwargs)
-            except Exception as exc:
-                results[i] = err(exc_name(exc))
+        results = produce_each(self.producer, topic, records)
         try:
             self.producer.flush(TIMEOUT_S)
         except Exception as exc:  # a fatal error (e.g. fenced) surfaces from flush
