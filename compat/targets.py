@@ -166,7 +166,35 @@ class Target:
         self.close()
 
 
-class KafkaTarget(Target):
+class ProcessTarget(Target):
+    """A target that is one local process: SIGTERM to stop (SIGKILL after the stop timeout),
+    SIGKILL to crash. Subclasses start ``self.proc``."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+
+class KafkaTarget(ProcessTarget):
     """Apache Kafka 4.3.1 from the Maven jars: ``StorageTool format`` then ``kafka.Kafka``."""
 
     name = "kafka"
@@ -181,7 +209,6 @@ class KafkaTarget(Target):
         self.stdout_log = self.workdir / "stdout.log"
         self.java = shutil.which("java") or "java"
         self.classpath = kafka_classpath()
-        self.proc: subprocess.Popen[bytes] | None = None
         settings = {**KAFKA_ONLY_SETTINGS, **(extra or {})}
         self.properties.write_text(server_properties(self.port, self.controller_port, str(self.data_dir), settings))
         self.log4j.write_text(LOG4J2_FILE_CONFIG.format(log=self.log, level=log_level))
@@ -215,27 +242,8 @@ class KafkaTarget(Target):
         proc = self.proc
         wait_for_port(self.port, lambda: proc.poll() is None, START_TIMEOUT_S, "kafka", self.log)
 
-    def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
-    def stop(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
-        self.proc = None
-
-
-class KbrokerTarget(Target):
+class KbrokerTarget(ProcessTarget):
     """kbroker: ``python -m kbroker serve --config server.properties`` (same file as Kafka's)."""
 
     name = "kbroker"
@@ -246,7 +254,6 @@ class KbrokerTarget(Target):
         self.properties = self.workdir / "server.properties"
         self.log = self.workdir / "kbroker.log"
         self.python = python
-        self.proc: subprocess.Popen[bytes] | None = None
         self.properties.write_text(server_properties(self.port, free_port(), str(self.data_dir), extra))
 
     def start(self) -> None:
@@ -257,25 +264,6 @@ class KbrokerTarget(Target):
             )  # fmt: skip
         proc = self.proc
         wait_for_port(self.port, lambda: proc.poll() is None, START_TIMEOUT_S, "kbroker", self.log)
-
-    def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
-        self.proc = None
 
 
 class DockerKafkaTarget(Target):
