@@ -76,10 +76,10 @@ rootLogger.appenderRef.file.ref = FILE
 """
 
 
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
+def free_port(host: str = HOST) -> int:
+    """A TCP port on ``host`` (a loopback address) nobody listens on right now."""
     with socket.socket() as s:
-        s.bind((HOST, 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -101,21 +101,23 @@ def server_properties(port: int, controller_port: int, log_dir: str, extra: dict
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
-def wait_for_port(port: int, alive: Callable[[], bool], timeout: float, what: str, log: Path) -> None:
-    """Return once ``HOST:port`` accepts connections; raise if the process dies or time runs out."""
+def wait_for_port(
+    port: int, alive: Callable[[], bool], timeout: float, what: str, log: Path, host: str = HOST
+) -> None:
+    """Return once ``host:port`` accepts connections; raise if the process dies or time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not alive():
-            raise RuntimeError(f"{what} exited during start-up; see {log}:\n{_tail(log)}")
+            raise RuntimeError(f"{what} exited during start-up; see {log}:\n{tail(log)}")
         try:
-            with socket.create_connection((HOST, port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on {HOST}:{port} within {timeout:.0f} s; see {log}")
+    raise RuntimeError(f"{what} did not listen on {host}:{port} within {timeout:.0f} s; see {log}")
 
 
-def _tail(path: Path, chars: int = 3000) -> str:
+def tail(path: Path, chars: int = 3000) -> str:
     try:
         return path.read_text(errors="replace")[-chars:]
     except OSError:
@@ -127,14 +129,15 @@ class Target:
 
     name = "target"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, host: str = HOST, port: int | None = None) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.host = host
+        self.port = port or free_port(host)
 
     @property
     def bootstrap(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> None:
         raise NotImplementedError
@@ -170,8 +173,8 @@ class ProcessTarget(Target):
     """A target that is one local process: SIGTERM to stop (SIGKILL after the stop timeout),
     SIGKILL to crash. Subclasses start ``self.proc``."""
 
-    def __init__(self, workdir: Path) -> None:
-        super().__init__(workdir)
+    def __init__(self, workdir: Path, host: str = HOST, port: int | None = None) -> None:
+        super().__init__(workdir, host, port)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def is_running(self) -> bool:

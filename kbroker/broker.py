@@ -9,40 +9,31 @@ in-flight requests finish, then close every log cleanly so the next start needs 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
 import time
-import uuid
 
+from kbroker.broker_lifecycle import BrokerLifecycleManager
 from kbroker.config import KafkaConfig
 from kbroker.connection import KafkaConnection
 from kbroker.dispatcher import Dispatcher
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
 from kbroker.groups.coordinator import GroupCoordinator
-from kbroker.groups.offset_store import OffsetStore
+from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
+from kbroker.groups.partition_ownership import GroupPartitionOwnership
+from kbroker.meta_properties import init_log_dirs
 from kbroker.replication.controller import Controller
-from kbroker.replication.producer_ids import PRODUCER_ID_FILE, ProducerIdManager
+from kbroker.replication.forwarding_controller import ForwardingController
+from kbroker.replication.producer_ids import PRODUCER_ID_FILE, ControllerProducerIdManager, ProducerIdManager
 from kbroker.replication.replica_manager import ReplicaManager
-from kbroker.storage.file_io import replace_atomically
+from kbroker.replication.replication_settings import ClusterLinks, ReplicationSettings
 from kbroker.storage.log_cleaner import LogCleaner
 from kbroker.storage.log_manager import LogManager
 from kbroker.transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
-META_PROPERTIES = "meta.properties"
 CHECKPOINT_INTERVAL_S = 60.0
-
-
-def _read_meta(path: str) -> dict[str, str]:
-    meta: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if "=" in line and not line.startswith("#"):
-                key, _, value = line.strip().partition("=")
-                meta[key] = value
-    return meta
 
 
 class Broker:
@@ -53,11 +44,24 @@ class Broker:
         self.cluster_id = ""
         self.log_manager = LogManager(self.log_dirs, lambda topic: self.controller.log_config(topic))
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id)
-        self.controller = Controller(
-            self.log_dirs[0], self.node_id, self.replica_manager, config.layers,
-            config.get_int("num.partitions"), config.get_int("default.replication.factor"),
-        )
-        self.producer_ids = ProducerIdManager(os.path.join(self.log_dirs[0], PRODUCER_ID_FILE))
+        self.cluster_mode = config.cluster_mode
+        # Cluster mode: the controller decides; this broker follows its metadata log.
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self.controller: Controller
+        self.producer_ids: ProducerIdManager | ControllerProducerIdManager
+        if self.cluster_mode:
+            self.controller = ForwardingController(
+                self.log_dirs[0], self.node_id, self.replica_manager, config.layers,
+                config.get_int("num.partitions"), config.get_int("default.replication.factor"),
+                lambda key, version, request: self._lifecycle().send_to_controller(key, version, request),
+            )
+            self.producer_ids = ControllerProducerIdManager(lambda: self._lifecycle().allocate_producer_ids())
+        else:
+            self.controller = Controller(
+                self.log_dirs[0], self.node_id, self.replica_manager, config.layers,
+                config.get_int("num.partitions"), config.get_int("default.replication.factor"),
+            )
+            self.producer_ids = ProducerIdManager(os.path.join(self.log_dirs[0], PRODUCER_ID_FILE))
         self.offset_store = OffsetStore(
             self.controller, self.replica_manager, config.get_int("offsets.topic.num.partitions")
         )
@@ -66,6 +70,12 @@ class Broker:
         self.consumer_coordinator = ConsumerGroupCoordinator(config, self.controller, self.group_coordinator,
                                                              self.offset_store)
         self.group_coordinator.consumer = self.consumer_coordinator
+        self.group_coordinator.ownership = GroupPartitionOwnership(
+            self.offset_store, self.group_coordinator, self.consumer_coordinator)
+        if isinstance(self.controller, ForwardingController):
+            ownership = self.group_coordinator.ownership
+            ownership.clustered()
+            self.controller.leadership_listeners[CONSUMER_OFFSETS_TOPIC] = ownership.on_leadership
         self.transaction_coordinator = TransactionCoordinator(
             self.controller, self.replica_manager, self.offset_store, self.producer_ids,
             config.get_int("transaction.state.log.num.partitions"), config.get_int("transaction.max.timeout.ms"),
@@ -85,36 +95,33 @@ class Broker:
             port = self.bound[0][2]
         return host or "localhost", port
 
-    def _init_log_dirs(self) -> None:
-        for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-        cluster_ids = set()
-        for log_dir in self.log_dirs:
-            path = os.path.join(log_dir, META_PROPERTIES)
-            if os.path.exists(path):
-                meta = _read_meta(path)
-                if meta.get("node.id") and int(meta["node.id"]) != self.node_id:
-                    raise RuntimeError(
-                        f"{path} belongs to node.id {meta['node.id']}, but this broker is node.id {self.node_id}"
-                    )
-                if meta.get("cluster.id"):
-                    cluster_ids.add(meta["cluster.id"])
-        if len(cluster_ids) > 1:
-            raise RuntimeError(f"log dirs disagree on cluster.id: {sorted(cluster_ids)}")
-        self.cluster_id = cluster_ids.pop() if cluster_ids else (
-            base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        )
-        for log_dir in self.log_dirs:
-            path = os.path.join(log_dir, META_PROPERTIES)
-            if not os.path.exists(path):
-                directory_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-                replace_atomically(path, (
-                    f"#\n#{time.ctime()}\nnode.id={self.node_id}\ndirectory.id={directory_id}\n"
-                    f"version=1\ncluster.id={self.cluster_id}\n"
-                ).encode())
+    def _lifecycle(self) -> BrokerLifecycleManager:
+        assert self.lifecycle is not None, "cluster mode only"
+        return self.lifecycle
+
+    def broker_listeners(self) -> list[tuple[str, str, int]]:
+        """The listeners clients and brokers use (a combined node's controller listener excluded)."""
+        names = {n.strip().upper() for n in (self.config.get("controller.listener.names") or "").split(",")}
+        if not self.cluster_mode:
+            return self.config.listeners
+        return [listener for listener in self.config.listeners if listener[0] not in names]
+
+    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of every unfenced broker, for Metadata and DescribeCluster."""
+        if self.lifecycle is None:
+            host, port = self.advertised
+            return [(self.node_id, host, port, self.config.get("broker.rack"))]
+        return [(b.broker_id, b.host, b.port, b.rack) for b in self.lifecycle.image.live_brokers()]
+
+    @property
+    def controller_id(self) -> int:
+        """Kafka's KRaft brokers name a live broker as "controller" (clients send admin requests
+        there and it forwards them); a single node names itself."""
+        live = self.live_brokers()
+        return self.node_id if not live or self.lifecycle is None else live[0][0]
 
     async def start(self) -> None:
-        self._init_log_dirs()
+        self.cluster_id = init_log_dirs(self.log_dirs, self.node_id, invent_cluster_id=not self.cluster_mode)
         self.controller.load()
         self.log_manager.startup()
         self.controller.activate_partitions()
@@ -125,7 +132,7 @@ class Broker:
         self.transaction_coordinator.load()  # finishes transactions a crash left mid-end
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
-        for name, host, port in self.config.listeners:
+        for name, host, port in self.broker_listeners():
             server = await loop.create_server(
                 lambda: KafkaConnection(self.dispatcher, max_request), host or None, port,
                 reuse_address=True, backlog=1024,
@@ -133,6 +140,8 @@ class Broker:
             self.servers.append(server)
             sock_port = server.sockets[0].getsockname()[1]
             self.bound.append((name, host, sock_port))
+        if self.cluster_mode:
+            await self._join_cluster()
         self.group_coordinator.start()
         self._tasks.append(loop.create_task(self._retention_loop()))
         if self.config.get_bool("log.cleaner.enable"):
@@ -146,6 +155,32 @@ class Broker:
         flush_interval_ms = self.config.get_int("log.flush.scheduler.interval.ms")
         if flush_interval_ms < 2**63 - 1:
             self._tasks.append(loop.create_task(self._flush_loop(flush_interval_ms / 1000)))
+
+    async def _join_cluster(self) -> None:
+        """Register with the controller, follow its metadata and replicate (cluster mode)."""
+        wanted = self.config.get("inter.broker.listener.name") or self.bound[0][0]
+        name, bind_host, port = next((b for b in self.bound if b[0] == wanted), self.bound[0])
+        host = bind_host
+        for a_name, a_host, a_port in self.config.advertised_listeners:
+            if a_name == name and a_host:
+                host, port = a_host, a_port or port
+        self.lifecycle = BrokerLifecycleManager(self, bind_host, host, port)
+        self.replica_manager.configure_cluster(
+            ClusterLinks(source_host=bind_host or None, endpoint=self.lifecycle.endpoint,
+                         broker_epoch=lambda: self._lifecycle().broker_epoch,
+                         alter_partition=self.lifecycle.alter_partition),
+            ReplicationSettings(
+                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+                replica_fetch_wait_max_ms=self.config.get_int("replica.fetch.wait.max.ms"),
+                replica_fetch_min_bytes=self.config.get_int("replica.fetch.min.bytes"),
+                replica_fetch_max_bytes=self.config.get_int("replica.fetch.max.bytes"),
+                replica_fetch_response_max_bytes=self.config.get_int("replica.fetch.response.max.bytes"),
+                replica_fetch_backoff_ms=self.config.get_int("replica.fetch.backoff.ms"),
+                replica_socket_timeout_ms=self.config.get_int("replica.socket.timeout.ms"),
+            ),
+        )
+        await self.replica_manager.start()
+        await self.lifecycle.start()
 
     def _high_watermark(self, topic: str, index: int) -> int | None:
         partition = self.replica_manager.partitions.get((topic, index))
@@ -210,6 +245,10 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, close logs cleanly."""
+        if self.lifecycle is not None:
+            await self.lifecycle.controlled_shutdown()  # leadership moves away while we still answer
+            await self.replica_manager.stop()
+            self.lifecycle.stop()
         for server in self.servers:
             server.close()
         if self.log_cleaner is not None:

@@ -14,6 +14,8 @@ import sys
 
 from kbroker.broker import Broker
 from kbroker.config import ConfigError, KafkaConfig
+from kbroker.controller_node import ControllerNode
+from kbroker.meta_properties import init_log_dirs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,15 +36,27 @@ async def _serve(config: KafkaConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    broker = Broker(config)
-    await broker.start()
-    listens = ", ".join(f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in broker.bound)
-    print(f"kbroker node {broker.node_id} listening on {listens}; data in {', '.join(broker.log_dirs)}", flush=True)
+    controller: ControllerNode | None = None
+    broker: Broker | None = None
+    bound: list[tuple[str, str, int]] = []
+    if config.cluster_mode and "controller" in config.process_roles:
+        controller = ControllerNode(config, init_log_dirs(config.log_dirs, config.node_id, invent_cluster_id=True))
+        await controller.start()
+        bound += controller.bound
+    if not config.cluster_mode or "broker" in config.process_roles:
+        broker = Broker(config)
+        await broker.start()
+        bound += broker.bound
+    listens = ", ".join(f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in bound)
+    print(f"kbroker node {config.node_id} listening on {listens}; data in {', '.join(config.log_dirs)}", flush=True)
     ignored = config.ignored_keys()
     if ignored:
         logging.getLogger("kbroker").info("accepted but not acted on: %s", ", ".join(ignored))
     await stop.wait()
-    await broker.stop()
+    if broker is not None:
+        await broker.stop()
+    if controller is not None:
+        await controller.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

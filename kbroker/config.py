@@ -93,6 +93,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("producer.id.expiration.check.interval.ms", _I, "600000"),
         ("transaction.state.log.num.partitions", _I, "50"),
         ("offsets.topic.num.partitions", _I, "50"),
+        ("offsets.topic.replication.factor", _I, "3"),  # cluster mode; a single node uses 1
         ("group.initial.rebalance.delay.ms", _I, "3000"),
         ("group.min.session.timeout.ms", _I, "6000"),
         ("group.max.session.timeout.ms", _I, "1800000"),
@@ -111,28 +112,39 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("transactional.id.expiration.ms", _I, "604800000"),
         ("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, "10000"),
         ("transaction.remove.expired.transaction.cleanup.interval.ms", _I, "3600000"),
+        # Cluster mode (replication/, kbroker/controller_node.py, kbroker/broker_lifecycle.py)
+        ("controller.quorum.voters", _LS, ""),
+        ("controller.listener.names", _S, None),
+        ("inter.broker.listener.name", _S, None),
+        ("broker.rack", _S, None),
+        ("metadata.log.dir", _S, None),
+        ("broker.session.timeout.ms", _I, "9000"),
+        ("broker.heartbeat.interval.ms", _I, "2000"),
+        ("replica.lag.time.max.ms", _L, "30000"),
+        ("replica.fetch.wait.max.ms", _I, "500"),
+        ("replica.fetch.min.bytes", _I, "1"),
+        ("replica.fetch.max.bytes", _I, "1048576"),
+        ("replica.fetch.response.max.bytes", _I, "10485760"),
+        ("replica.fetch.backoff.ms", _I, "1000"),
+        ("replica.socket.timeout.ms", _I, "30000"),
+        ("auto.leader.rebalance.enable", _B, "true"),
+        ("leader.imbalance.check.interval.seconds", _L, "300"),
+        ("leader.imbalance.per.broker.percentage", _I, "10"),
     )
     + _defs(
         False,  # Kafka keys accepted so real server.properties files start; no effect yet
-        ("controller.quorum.voters", _LS, ""),
         ("controller.quorum.bootstrap.servers", _LS, ""),
-        ("controller.listener.names", _S, None),
-        ("inter.broker.listener.name", _S, None),
         ("listener.security.protocol.map", _S, None),
         ("num.network.threads", _I, "3"),
         ("num.io.threads", _I, "8"),
         ("socket.send.buffer.bytes", _I, "102400"),
         ("socket.receive.buffer.bytes", _I, "102400"),
         ("num.recovery.threads.per.data.dir", _I, "2"),
-        ("offsets.topic.replication.factor", _I, "3"),
         ("transaction.state.log.replication.factor", _I, "3"),
         ("transaction.state.log.min.isr", _I, "2"),
         ("share.coordinator.state.topic.replication.factor", _I, "3"),
         ("share.coordinator.state.topic.min.isr", _I, "2"),
         ("log.cleaner.threads", _I, "1"),
-        ("replica.lag.time.max.ms", _L, "30000"),
-        ("broker.session.timeout.ms", _I, "9000"),
-        ("broker.heartbeat.interval.ms", _I, "2000"),
     )
 }
 
@@ -241,6 +253,30 @@ class KafkaConfig:
         raw = self.get("advertised.listeners")
         return parse_listeners(raw, "advertised.listeners") if raw else self.listeners
 
+    @property
+    def quorum_voters(self) -> list[tuple[int, str, int]]:
+        """``controller.quorum.voters`` as (node id, host, port); empty outside cluster mode."""
+        out = []
+        for item in (part.strip() for part in (self.get("controller.quorum.voters") or "").split(",")):
+            if item:
+                node, _at, address = item.partition("@")
+                host, _colon, port = address.rpartition(":")
+                out.append((int(node), host.strip("[]"), int(port)))
+        return out
+
+    @property
+    def cluster_mode(self) -> bool:
+        """A node of a multi-node cluster; a combined node that is its own only voter runs as a
+        single node (today's path), which is what a one-node Kafka server.properties describes."""
+        voters = self.quorum_voters
+        if not voters:
+            return False
+        return self.process_roles != {"broker", "controller"} or [v[0] for v in voters] != [self.node_id]
+
+    @property
+    def process_roles(self) -> set[str]:
+        return {r.strip() for r in (self.get("process.roles") or "").split(",") if r.strip()}
+
     def ignored_keys(self) -> list[str]:
         return sorted(k for k in self.explicit if not BROKER_CONFIGS[k].implemented)
 
@@ -280,6 +316,22 @@ def _validate(key: str, value: str, source: str) -> None:
         raise ConfigError(
             f"invalid value '{value}' for configuration key '{key}' (from {source}): expected {kind}"
         ) from None
+    if key == "controller.quorum.voters":
+        for item in (part.strip() for part in value.split(",")):
+            node, at, address = item.partition("@")
+            _host, colon, port = address.rpartition(":")
+            if item and (not at or not colon or not node.isdigit() or not port.isdigit()):
+                raise ConfigError(
+                    f"invalid value '{value}' for configuration key '{key}' (from {source}): "
+                    "expected id@host:port,..."
+                )
+    if key == "process.roles":
+        roles = {r.strip() for r in value.split(",") if r.strip()}
+        if not roles or roles - {"broker", "controller"}:
+            raise ConfigError(
+                f"invalid value '{value}' for configuration key '{key}' (from {source}): "
+                "expected broker, controller or broker,controller"
+            )
     if key in ("listeners", "advertised.listeners"):
         try:
             parse_listeners(value, key)

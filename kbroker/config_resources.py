@@ -6,7 +6,7 @@ a BROKER resource naming another node, a null value), with Kafka's error codes a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kbroker.protocol.codec import NO_THROTTLE, build
@@ -56,7 +56,8 @@ def check_broker_resource(broker: Broker, name: str) -> None:
         )
 
 
-def answer_each_resource(m: Any, response_type: type, request: Any, alter: Callable[[Any], None]) -> Any:
+async def answer_each_resource(m: Any, response_type: type, request: Any,
+                               alter: Callable[[Any], Awaitable[None]]) -> Any:
     """AlterConfigs / IncrementalAlterConfigs: run ``alter`` on each resource and answer per resource.
 
     A resource named twice in one request is INVALID_REQUEST for each of its entries, as in Kafka.
@@ -68,7 +69,7 @@ def answer_each_resource(m: Any, response_type: type, request: Any, alter: Calla
         try:
             if (resource.resource_type, resource.resource_name) in duplicates:
                 raise KafkaError(ErrorCode.invalid_request, DUPLICATE_RESOURCE)
-            alter(resource)
+            await alter(resource)
         except KafkaError as exc:
             error, message = exc.code, exc.message
         responses.append(build(

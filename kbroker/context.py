@@ -10,11 +10,12 @@ from kbroker.storage.log import FetchSlice
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
+    from kbroker.controller_node import ControllerNode
 
 
 @dataclass(slots=True, frozen=True)
 class RequestContext:
-    broker: Broker
+    broker: Broker | ControllerNode  # the node serving the request
     header: RequestHeader
     client_host: str
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from kbroker.context import NO_RESPONSE, EncodedResponse, RequestContext
@@ -29,6 +31,7 @@ from kbroker.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from kbroker.broker import Broker
     from kbroker.connection import KafkaConnection
+    from kbroker.controller_node import ControllerNode
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +47,9 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker | ControllerNode, handlers: Mapping[int, ModuleType] = HANDLERS) -> None:
         self.broker = broker
+        self.handlers = handlers  # a controller node answers its own, smaller table
         self.connections: set[KafkaConnection] = set()
 
     async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes | EncodedResponse | object | None:
@@ -55,7 +59,7 @@ class Dispatcher:
             if len(view) < 8:
                 raise MalformedRequest("frame shorter than a request header")
             api_key, api_version, correlation_id = struct.unpack_from(">hhi", view, 0)
-            handler = HANDLERS.get(api_key)
+            handler = self.handlers.get(api_key)
             if handler is None:
                 log.info("closing %s: unknown API key %d", peer, api_key)
                 return None

@@ -180,3 +180,38 @@ def has_field(cls: type, name: str) -> bool:
 def response_module(api_key: int, api_version: int) -> Any:
     """The kio module holding the response classes (nested ones too) of one version."""
     return sys.modules[response_schema(api_key, api_version).__module__]
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str, body: Any) -> bytes:
+    """A whole request frame (size prefix, header v1 or v2, body) for a kio request entity."""
+    buf = io.BytesIO()
+    buf.write(b"\x00\x00\x00\x00")
+    buf.write(_HEADER_FIXED.pack(api_key, api_version, correlation_id))
+    encoded_id = client_id.encode()
+    buf.write(_INT16.pack(len(encoded_id)) + encoded_id)
+    if body.__flexible__:
+        buf.write(b"\x00")  # request header v2: no tagged fields
+    entity_writer(type(body))(buf, body)
+    frame = buf.getbuffer()
+    _INT32.pack_into(frame, 0, len(frame) - 4)
+    del frame
+    return buf.getvalue()
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, kio response entity) of a response frame without its size prefix."""
+    schema = response_schema(api_key, api_version)
+    (correlation_id,) = _INT32.unpack_from(frame, 0)
+    offset = 4
+    if schema.__flexible__ and api_key != API_VERSIONS_KEY:
+        count, offset = read_unsigned_varint(frame, offset)
+        for _ in range(count):
+            _tag, offset = read_unsigned_varint(frame, offset)
+            size, offset = read_unsigned_varint(frame, offset)
+            offset += size
+    view = memoryview(frame).toreadonly()
+    try:
+        value, _size = entity_reader(schema)(view, offset)
+    except KeyError:
+        value, _size = read_entity_skipping_unknown_tags(schema, view, offset)
+    return correlation_id, value

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -29,6 +29,7 @@ from kbroker.storage.log_config import (
     validate_topic_config,
 )
 
+from .partition_registration import PartitionRegistration
 from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,25 @@ class Controller:
 
     # --- topics ---------------------------------------------------------------------------
 
-    def create_topic(
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] = (),
+    ) -> TopicInfo:
+        """CreateTopics (async: in a cluster the active controller decides, see ForwardingController)."""
+        # A manual assignment was checked by check_replica_assignment: on one node it can only
+        # name this node, which is what _create_topic places.
+        return self._create_topic(name, num_partitions, replication_factor, configs, validate_only)
+
+    def create_internal_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None]) -> None:
+        """``__consumer_offsets`` / ``__transaction_state``, created by their coordinators on first use."""
+        self._create_topic(name, num_partitions, 1, configs)
+
+    def _create_topic(
         self,
         name: str,
         num_partitions: int,
@@ -185,7 +204,7 @@ class Controller:
         log.info("created topic %s (%s) with %d partition(s)", name, info.topic_id, partitions)
         return info
 
-    def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str) -> TopicInfo:
         info = self.topics.get(name)
         if info is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
@@ -197,7 +216,8 @@ class Controller:
         log.info("deleted topic %s (%s)", name, info.topic_id)
         return info
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    async def create_partitions(self, name: str, count: int, validate_only: bool = False,
+                                assignments: Sequence[Sequence[int]] = ()) -> None:
         info = self.topics.get(name)
         if info is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
@@ -217,30 +237,16 @@ class Controller:
             self.replica_manager.make_leader(name, index, info.topic_id)
 
     def check_replica_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
-        """Raise INVALID_REPLICA_ASSIGNMENT unless every partition's replicas are exactly this node.
+        """INVALID_REPLICA_ASSIGNMENT unless every partition's replicas are exactly this node."""
+        check_replica_lists(replica_lists, {self.node_id})
 
-        A single-node cluster can only place a partition here, once; Kafka rejects the other
-        assignments (an empty list, a broker twice, an unregistered broker) with this code and
-        these messages.
-        """
-        for replicas in replica_lists:
-            if not replicas:
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    "The manual partition assignment includes an empty replica list.",
-                )
-            for broker_id in replicas:
-                if replicas.count(broker_id) > 1:
-                    raise KafkaError(
-                        ErrorCode.invalid_replica_assignment,
-                        f"The manual partition assignment includes the broker {broker_id} more than once.",
-                    )
-                if broker_id != self.node_id:
-                    raise KafkaError(
-                        ErrorCode.invalid_replica_assignment,
-                        f"The manual partition assignment includes broker {broker_id}, but no "
-                        "such broker is registered.",
-                    )
+    def partition_registration(self, name: str, index: int) -> PartitionRegistration | None:
+        """Leader, epochs, replicas and ISR of a partition, for Metadata answers."""
+        partition = self.replica_manager.partitions.get((name, index))
+        if partition is None:
+            return None
+        return PartitionRegistration(tuple(partition.replicas), tuple(partition.isr), partition.leader_id,
+                                     partition.leader_epoch, partition.partition_epoch)
 
     # --- configs --------------------------------------------------------------------------
 
@@ -255,7 +261,8 @@ class Controller:
             out[key] = value
         return out
 
-    def set_topic_configs(self, name: str, overrides: Mapping[str, str | None], validate_only: bool = False) -> None:
+    async def set_topic_configs(self, name: str, overrides: Mapping[str, str | None],
+                                validate_only: bool = False) -> None:
         """Replace a topic's overrides (AlterConfigs semantics)."""
         info = self._topic(name)
         validated = self._validated(overrides)
@@ -287,6 +294,29 @@ class Controller:
 
     def log_config(self, name: str) -> LogConfig:
         return LogConfig.from_resolved(self.resolved_configs(name))
+
+
+def check_replica_lists(replica_lists: Sequence[Sequence[int]], registered: Container[int]) -> None:
+    """Kafka's checks of a manual assignment, with its messages: no empty list, no broker twice,
+    only registered brokers (INVALID_REPLICA_ASSIGNMENT)."""
+    for replicas in replica_lists:
+        if not replicas:
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        for broker_id in replicas:
+            if list(replicas).count(broker_id) > 1:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes the broker {broker_id} more than once.",
+                )
+            if broker_id not in registered:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes broker {broker_id}, but no "
+                    "such broker is registered.",
+                )
 
 
 def _collision(name: str, topics: Mapping[str, TopicInfo]) -> str | None:

@@ -3,7 +3,14 @@
 Handlers call it with topic-partitions; it finds the Partition, turns ``KafkaError`` into
 per-partition error codes at one boundary, and runs Kafka's delayed fetch: read once, and if
 fewer than ``min_bytes`` are ready, wait on the partitions' futures (one timer for the whole
-request) and read again.
+request) and read again. acks=all produces wait, all partitions of a request together, until
+the high watermark passes their records (Kafka's delayed produce).
+
+Cluster mode (``configure_cluster``): the broker applies the controller's partition
+registrations with ``apply_partition`` (lead, follow through the ReplicaFetcherManager, or
+drop the replica); follower fetches (replica id >= 0) read up to the log end offset, update
+the follower's state on the leader and are answered a DivergingEpoch when their last fetched
+epoch disagrees with the leader's epoch cache; a timer shrinks the ISR of led partitions.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ from kbroker.storage.log_manager import LogManager
 from kbroker.storage.transaction_index import AbortedTxn
 
 from .partition import Partition
+from .partition_registration import PartitionRegistration
+from .replica_fetcher import ReplicaFetcherManager
+from .replication_settings import ClusterLinks, ReplicationSettings
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +46,8 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+    # acks=all: answered when the high watermark passes the records (see await_acks).
+    pending: asyncio.Future[ErrorCode] | None = field(default=None, repr=False)
 
 
 @dataclass(slots=True)
@@ -45,6 +57,8 @@ class FetchRequestPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # v12+, followers: for the divergence check
+    log_start_offset: int = -1  # followers' own log start offset
 
 
 @dataclass(slots=True)
@@ -55,6 +69,22 @@ class FetchResult:
     log_start_offset: int = -1
     records: FetchSlice | None = None
     aborted_transactions: list[AbortedTxn] = field(default_factory=list)  # read_committed only
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a diverged follower
+
+
+@dataclass(slots=True, frozen=True)
+class FetchParams:
+    """Who fetches: a consumer (replica_id -1) or a follower broker and its broker epoch."""
+
+    replica_id: int = -1
+    replica_epoch: int = -1
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+CONSUMER_FETCH = FetchParams()
 
 
 class ReplicaManager:
@@ -62,6 +92,86 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.broker_id = broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.links: ClusterLinks | None = None
+        self.settings = ReplicationSettings()
+        self.fetcher_manager: ReplicaFetcherManager | None = None
+        self._isr_task: asyncio.Task[None] | None = None
+
+    # --- cluster mode ---------------------------------------------------------------------
+
+    def configure_cluster(self, links: ClusterLinks, settings: ReplicationSettings) -> None:
+        """Enter cluster mode: replicas follow leaders and ISR changes go to the controller."""
+        self.links = links
+        self.settings = settings
+        self.fetcher_manager = ReplicaFetcherManager(self.broker_id, links, settings)
+        for partition in self.partitions.values():
+            self._configure_partition(partition)
+
+    def _configure_partition(self, partition: Partition) -> None:
+        if self.links is not None:
+            partition.alter_partition = self.links.alter_partition
+            partition.lag_time_max_ms = self.settings.replica_lag_time_max_ms
+
+    async def start(self) -> None:
+        """Start the ISR-shrink timer (every replica.lag.time.max.ms / 2, as Kafka)."""
+        if self._isr_task is None:
+            self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration_loop())
+
+    async def stop(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            self._isr_task = None
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.stop()
+
+    async def _isr_expiration_loop(self) -> None:
+        interval = self.settings.replica_lag_time_max_ms / 2 / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.partitions.values()):
+                partition.maybe_shrink_isr(now_ms)
+
+    def apply_partition(self, topic: str, index: int, topic_id: uuid.UUID,
+                        registration: PartitionRegistration) -> None:
+        """Apply the controller's registration of one partition to this broker's replica.
+
+        Leader if it names this broker; follower (fetching from the leader, or idle if there is
+        none) if this broker is among the replicas; otherwise the local replica is stopped and
+        deleted. Registrations older than the one applied (lower leader epoch, or the same
+        leader epoch and no newer partition epoch) are ignored.
+        """
+        key = (topic, index)
+        partition = self.partitions.get(key)
+        if self.broker_id not in registration.replicas:
+            if partition is not None or self.log_manager.get(topic, index) is not None:
+                if self.fetcher_manager is not None:
+                    self.fetcher_manager.remove_partition(topic, index)
+                self.remove_partition(topic, index)
+            return
+        if partition is not None and partition.registration is not None:
+            current = partition.registration
+            if registration.leader_epoch < current.leader_epoch or (
+                registration.leader_epoch == current.leader_epoch
+                and registration.partition_epoch <= current.partition_epoch
+            ):
+                return
+        if partition is None:
+            partition = self.make_leader(topic, index, topic_id)
+            self._configure_partition(partition)
+            # No high watermark checkpoint yet: start at the log start offset, never above
+            # what was committed (a leader's rises as soon as its ISR fetches).
+            partition.high_watermark = partition.log_start_offset
+        if registration.leader == self.broker_id:
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_partition(topic, index)
+            partition.become_leader(registration, int(time.time() * 1000))
+            return
+        if partition.become_follower(registration) and self.fetcher_manager is not None:
+            if registration.leader >= 0:
+                self.fetcher_manager.add_partition(partition, registration.leader)  # moves it if needed
+            else:
+                self.fetcher_manager.remove_partition(topic, index)
 
     # --- partition lifecycle (driven by the controller) -----------------------------------
 
@@ -76,6 +186,8 @@ class ReplicaManager:
     def remove_partition(self, topic: str, index: int) -> None:
         partition = self.partitions.pop((topic, index), None)
         if partition is not None:
+            partition.leader_id = -1  # anything still holding it sees a non-leader
+            partition.fail_commit_waiters(ErrorCode.not_leader_or_follower)
             partition.wake_waiters()
         self.log_manager.delete(topic, index)
 
@@ -102,7 +214,31 @@ class ReplicaManager:
         except OSError as exc:
             log.error("append to %s-%d failed: %s", topic, index, exc)
             return ProduceResult(ErrorCode.kafka_storage_error)
-        return ProduceResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset)
+        result = ProduceResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset)
+        if required_acks == -1:
+            status = partition.commit_status(info.last_offset + 1)
+            if status is not None:
+                result.error = status  # committed already (a single replica, or a retried batch)
+            else:
+                result.pending = partition.wait_for_commit(info.last_offset + 1)
+        return result
+
+    async def await_acks(self, results: list[ProduceResult], timeout_ms: int) -> None:
+        """acks=all: wait (one timer for the whole request) until every appended partition is
+        committed; still uncommitted at ``timeout_ms`` is REQUEST_TIMED_OUT (Kafka's delayed
+        produce), leadership lost meanwhile NOT_LEADER_OR_FOLLOWER."""
+        pending = [r.pending for r in results if r.pending is not None]
+        if pending:
+            await asyncio.wait(pending, timeout=max(timeout_ms, 0) / 1000)
+        for result in results:
+            future, result.pending = result.pending, None
+            if future is None:
+                continue
+            if future.done():
+                result.error = future.result()
+            else:
+                future.cancel()
+                result.error = ErrorCode.request_timed_out
 
     # --- fetch ----------------------------------------------------------------------------
 
@@ -113,10 +249,14 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         isolation_level: int,
+        params: FetchParams = CONSUMER_FETCH,
     ) -> list[FetchResult]:
-        """Kafka's delayed fetch: answer now if ``min_bytes`` are ready, else wait and re-read."""
-        results, ready = self._read_all(requests, max_bytes, isolation_level)
-        if ready >= min_bytes or max_wait_ms <= 0 or any(r.error for r in results):
+        """Kafka's delayed fetch: answer now if ``min_bytes`` are ready, else wait and re-read.
+
+        A follower's fetch position is recorded once, at the first read (as Kafka: not again
+        when the delayed fetch completes)."""
+        results, ready = self._read_all(requests, max_bytes, isolation_level, params, update_fetch_state=True)
+        if ready >= min_bytes or max_wait_ms <= 0 or any(r.error or r.diverging_epoch for r in results):
             return results
         waiters = [
             self.partitions[(r.topic, r.partition)].wait_for_data()
@@ -134,8 +274,8 @@ class ReplicaManager:
             _done, pending = await asyncio.wait(pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             if not _done:
                 break
-            results, ready = self._read_all(requests, max_bytes, isolation_level)
-            if ready >= min_bytes or any(r.error for r in results):
+            results, ready = self._read_all(requests, max_bytes, isolation_level, params)
+            if ready >= min_bytes or any(r.error or r.diverging_epoch for r in results):
                 break
             pending |= {
                 self.partitions[(r.topic, r.partition)].wait_for_data()
@@ -146,16 +286,21 @@ class ReplicaManager:
             waiter.cancel()
         for waiter in pending:
             waiter.cancel()
-        return self._read_all(requests, max_bytes, isolation_level)[0]
+        return self._read_all(requests, max_bytes, isolation_level, params)[0]
 
     def _read_all(
-        self, requests: list[FetchRequestPartition], max_bytes: int, isolation_level: int
+        self, requests: list[FetchRequestPartition], max_bytes: int, isolation_level: int,
+        params: FetchParams, update_fetch_state: bool = False,
     ) -> tuple[list[FetchResult], int]:
         results: list[FetchResult] = []
         remaining = max_bytes
         total = 0
+        now_ms = int(time.time() * 1000)
         for request in requests:
-            result = self._read_one(request, remaining, isolation_level, min_one_batch=total == 0)
+            if params.is_from_follower:
+                result = self._read_for_follower(request, remaining, params, total == 0, update_fetch_state, now_ms)
+            else:
+                result = self._read_one(request, remaining, isolation_level, min_one_batch=total == 0)
             if result.records is not None:
                 total += result.records.length
                 remaining = max(0, remaining - result.records.length)
@@ -177,6 +322,9 @@ class ReplicaManager:
         result.error = partition.leader_epoch_error(request.current_leader_epoch)
         if result.error:
             return result
+        if not partition.is_leader:
+            result.error = ErrorCode.not_leader_or_follower
+            return result
         bound = partition.last_stable_offset if isolation_level == READ_COMMITTED else partition.high_watermark
         limit = min(request.max_bytes, remaining)
         try:
@@ -185,6 +333,42 @@ class ReplicaManager:
             result.error = exc.code
         if result.records is not None and isolation_level == READ_COMMITTED:
             result.aborted_transactions = partition.log.collect_aborted_txns(request.fetch_offset, bound)
+        return result
+
+    def _read_for_follower(self, request: FetchRequestPartition, remaining: int, params: FetchParams,
+                           min_one_batch: bool, update_fetch_state: bool, now_ms: int) -> FetchResult:
+        """A follower reads up to the log end offset; a last fetched epoch the leader's epoch
+        cache disagrees with is answered with the DivergingEpoch to truncate to (KIP-595)."""
+        try:
+            partition = self.get_partition(request.topic, request.partition)
+        except KafkaError as exc:
+            return FetchResult(exc.code)
+        result = FetchResult(log_start_offset=partition.log_start_offset)
+        error = partition.leader_epoch_error(request.current_leader_epoch)
+        if error == ErrorCode.none and not partition.is_leader:
+            error = ErrorCode.not_leader_or_follower
+        if error != ErrorCode.none:
+            result.error = error
+            return result
+        log_end = partition.log_end_offset
+        if request.last_fetched_epoch >= 0:
+            epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for(request.last_fetched_epoch, log_end)
+            if epoch < request.last_fetched_epoch or end_offset < request.fetch_offset:
+                result.diverging_epoch = (epoch, end_offset)
+                result.high_watermark = partition.high_watermark
+                result.last_stable_offset = partition.last_stable_offset
+                return result
+        try:
+            result.records = partition.read(request.fetch_offset, min(request.max_bytes, remaining), log_end,
+                                            min_one_batch)
+            if update_fetch_state:
+                partition.update_follower_fetch_state(params.replica_id, request.fetch_offset,
+                                                      request.log_start_offset, now_ms, log_end, params.replica_epoch)
+        except KafkaError as exc:
+            result.error = exc.code
+            result.records = None
+        result.high_watermark = partition.high_watermark
+        result.last_stable_offset = partition.last_stable_offset
         return result
 
 

@@ -12,8 +12,9 @@ Producer state (``ProducerStateManager``) is checked from batch headers before a
 updated after it: a retried idempotent batch is answered with its original offsets and not
 written again. It is snapshotted (``<offset>.snapshot``) at every roll and at close; ``load``
 rebuilds it from the newest snapshot plus a header replay to the log end. Transaction markers
-(control batches) are written only by ``append_end_txn_marker``; an aborted transaction is
-recorded in the ``.txnindex`` of the segment holding its marker.
+(control batches) are written by ``append_end_txn_marker`` on a leader, or arrive from the
+leader in ``append_as_follower``; an aborted transaction is recorded in the ``.txnindex`` of
+the segment holding its marker.
 """
 
 from __future__ import annotations
@@ -247,14 +248,56 @@ class PartitionLog:
             appended.append(AppendedBatch(pos, offset + header.last_offset_delta, max_ts))
             offset += header.record_count
         first = self.log_end_offset
+        self.leader_epoch_cache.assign(leader_epoch, first)
         self._append(records, appended, first, offset - 1, now_ms)
         if producer_info is not None:
             self.producer_state.complete_append(producer_info, offset)
-        self.producer_state.map_end_offset = offset
-        self.leader_epoch_cache.assign(leader_epoch, first)
-        self.unflushed_messages += offset - first
-        self.maybe_flush(now_ms)
+        self._after_append(first, offset, now_ms)
         return AppendInfo(first, offset - 1, append_time, self.log_start_offset)
+
+    def append_as_follower(self, records: memoryview, now_ms: int) -> AppendInfo:
+        """Append batches the leader already assigned offsets and leader epochs to.
+
+        Header and CRC are checked (CORRUPT_MESSAGE) but nothing is rewritten: the follower's
+        bytes must equal the leader's. The first batch must start at the log end offset and the
+        batches must be contiguous. Each batch's partition leader epoch goes into the epoch
+        cache and its producer fields (control batches included) into the producer state, as a
+        replay: the leader already validated them.
+        """
+        batches = split_batches(records)
+        first = self.log_end_offset
+        offset = first
+        appended: list[AppendedBatch] = []
+        for pos, header in batches:
+            if header.base_offset != offset:
+                raise KafkaError(
+                    ErrorCode.unknown_server_error,
+                    f"follower append to {self.topic}-{self.partition}: batch at offset {header.base_offset}, "
+                    f"expected {offset} (log end offset {first})",
+                )
+            appended.append(AppendedBatch(pos, header.last_offset, header.max_timestamp))
+            offset = header.last_offset + 1
+        for _pos, header in batches:
+            # Before the write, as the leader does, so a crash never leaves records whose
+            # epoch the cache does not know.
+            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        self._append(records, appended, first, offset - 1, now_ms)
+        segment = self.active_segment
+        for pos, header in batches:
+            if header.producer_id < 0:
+                continue
+            control = control_record_type(records[pos : pos + header.size]) if header.is_control else None
+            completed = self.producer_state.replay_batch(header, control)
+            if completed is not None and completed.is_aborted:
+                self._index_aborted(segment, completed)
+        self._after_append(first, offset, now_ms)
+        return AppendInfo(first, offset - 1, -1, self.log_start_offset)
+
+    def _after_append(self, first: int, end: int, now_ms: int) -> None:
+        """Bookkeeping shared by every append path once [first, end) is written."""
+        self.producer_state.map_end_offset = end
+        self.unflushed_messages += end - first
+        self.maybe_flush(now_ms)
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                               coordinator_epoch: int, leader_epoch: int, now_ms: int) -> int:
@@ -267,15 +310,14 @@ class PartitionLog:
         offset = self.log_end_offset
         patch_base_offset(batch, 0, offset)
         patch_leader_epoch(batch, 0, leader_epoch)
+        self.leader_epoch_cache.assign(leader_epoch, offset)
         self._append(memoryview(batch), [AppendedBatch(0, offset, now_ms)], offset, offset, now_ms)
         completed = self.producer_state.append_marker(
             producer_id, producer_epoch, offset, commit, coordinator_epoch, now_ms
         )
         if completed is not None and completed.is_aborted:
             self._index_aborted(self.active_segment, completed)
-        self.leader_epoch_cache.assign(leader_epoch, offset)
-        self.unflushed_messages += 1
-        self.maybe_flush(now_ms)
+        self._after_append(offset, offset + 1, now_ms)
         return offset
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
@@ -450,6 +492,21 @@ class PartitionLog:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.producer_state.delete_snapshots_above(self.log_end_offset)
         self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log empty at ``offset`` (a follower whose fetch
+        position fell below the leader's log start offset)."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments.clear()
+        self.base_offsets.clear()
+        self._add_segment(LogSegment(self.directory, offset, self.config.index_interval_bytes))
+        log.info("truncated %s-%d fully; log now starts at %d", self.topic, self.partition, offset)
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.delete_snapshots_above(-1)
+        self.producer_state.reset(offset)
 
     def delete_records_before(self, offset: int, high_watermark: int) -> int:
         """DeleteRecords: move the log start offset to ``offset`` (<= high watermark)."""

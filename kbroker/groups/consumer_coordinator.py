@@ -189,6 +189,8 @@ class ConsumerGroupCoordinator:
 
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         """One ConsumerGroupHeartbeat; raises KafkaError (with Kafka's message) on error."""
+        if self.classic is not None and self.classic.coordinator_error(req.group_id):
+            raise KafkaError(self.classic.coordinator_error(req.group_id))
         self.validate(req)
         if req.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
             return self._leave(req)
@@ -503,8 +505,14 @@ class ConsumerGroupCoordinator:
             log.info("loaded %d consumer groups", len(self.groups))
 
     def stop(self) -> None:
-        for group in self.groups.values():
-            for member in group.members.values():
+        self.unload(set(self.groups))
+
+    def unload(self, group_ids: set[str]) -> None:
+        """Drop groups (shutdown, or their offsets partition moved to another broker)."""
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            self.written.pop(group_id, None)
+            for member in group.members.values() if group is not None else ():
                 member.cancel_timers()
 
     # ----- hooks for offsets and the admin APIs ----------------------------------------------------

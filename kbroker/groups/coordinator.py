@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
     from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
     from kbroker.groups.consumer_group import ConsumerGroup
+    from kbroker.groups.partition_ownership import GroupPartitionOwnership
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,11 @@ class GroupCoordinator:
         self._retention_timer: asyncio.TimerHandle | None = None
         # KIP-848 consumer groups live there; a group id is classic or consumer (set by the broker).
         self.consumer: ConsumerGroupCoordinator | None = None
+        # Which offsets partitions this broker coordinates (set by the broker; None: all).
+        self.ownership: GroupPartitionOwnership | None = None
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        return ErrorCode.none if self.ownership is None else self.ownership.error_for(group_id)
 
     # ----- start-up -------------------------------------------------------------------------
 
@@ -86,16 +92,24 @@ class GroupCoordinator:
 
     def start(self) -> None:
         """Arm the timers (needs the running loop): loaded members' sessions, offsets retention."""
-        for group in self.groups.values():
-            for member in group.members.values():
-                self._schedule_session(group, member)
+        self.arm_sessions(set(self.groups))
         self._retention_timer = asyncio.get_running_loop().call_later(self.retention_check_s, self._expire_offsets)
+
+    def arm_sessions(self, group_ids: set[str]) -> None:
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            for member in group.members.values() if group is not None else ():
+                self._schedule_session(group, member)
 
     def stop(self) -> None:
         """Shutdown: parked JoinGroup/SyncGroup requests are told to find the coordinator again."""
         if self._retention_timer is not None:
             self._retention_timer.cancel()
-        for group in self.groups.values():
+        self.unload(set(self.groups))
+
+    def unload(self, group_ids: set[str]) -> None:
+        """Drop groups (shutdown, or their partition moved): parked requests get NOT_COORDINATOR."""
+        for group in [self.groups.pop(g) for g in group_ids if g in self.groups]:
             for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
                 if timer is not None:
                     timer.cancel()
@@ -111,6 +125,8 @@ class GroupCoordinator:
                    client_host: str, require_known_member_id: bool) -> JoinResult:
         if not group_id:
             return JoinResult(ErrorCode.invalid_group_id, member_id)
+        if self.coordinator_error(group_id):
+            return JoinResult(self.coordinator_error(group_id), member_id)
         if not self.min_session_ms <= session_ms <= self.max_session_ms:
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
         consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
@@ -371,6 +387,8 @@ class GroupCoordinator:
     async def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes]) -> SyncResult:
+        if self.coordinator_error(group_id):
+            return SyncResult(self.coordinator_error(group_id))
         consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
         if consumer_group is not None and self.consumer is not None:
             return classic_members.sync(self.consumer, consumer_group, generation, member_id, instance_id,
@@ -414,6 +432,8 @@ class GroupCoordinator:
         return await future
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        if self.coordinator_error(group_id):
+            return self.coordinator_error(group_id)
         consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
         if consumer_group is not None and self.consumer is not None:
             return classic_members.heartbeat(self.consumer, consumer_group, generation, member_id, instance_id)
@@ -430,6 +450,8 @@ class GroupCoordinator:
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """Top-level error and one error per (member id, instance id) leaving."""
+        if self.coordinator_error(group_id):
+            return self.coordinator_error(group_id), []
         consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
         if consumer_group is not None and self.consumer is not None:
             return classic_members.leave(self.consumer, consumer_group, members)
@@ -471,6 +493,8 @@ class GroupCoordinator:
         group, as Kafka's classic-group checks; a commit with generation -1 and no member to a group
         without members is a simple commit. A transactional commit without member or generation is
         accepted whatever the group's state, and one during CompletingRebalance too, as in Kafka."""
+        if self.coordinator_error(group_id):
+            raise KafkaError(self.coordinator_error(group_id))
         consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
         if consumer_group is not None and self.consumer is not None:
             if transactional:  # Kafka: no API-version rule, and a stale epoch is ILLEGAL_GENERATION
@@ -510,6 +534,8 @@ class GroupCoordinator:
         self.store.commit(group_id, offsets)
 
     def delete_group(self, group_id: str) -> ErrorCode:
+        if self.coordinator_error(group_id):
+            return self.coordinator_error(group_id)
         if self.consumer is not None and self.consumer.group(group_id) is not None:
             error = self.consumer.delete_group(group_id)
             if error == ErrorCode.none:
@@ -527,6 +553,8 @@ class GroupCoordinator:
 
     def validate_offset_delete(self, group_id: str) -> tuple[ClassicGroup | ConsumerGroup, set[str] | None]:
         """The group and the topics it is subscribed to (None: every topic counts as subscribed)."""
+        if self.coordinator_error(group_id):
+            raise KafkaError(self.coordinator_error(group_id))
         consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
         if consumer_group is not None:
             return consumer_group, set(consumer_group.subscription_metadata)

@@ -9,6 +9,7 @@ replayed here at start-up into ``loaded_groups``. A group's offsets live in part
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 import time
@@ -107,36 +108,63 @@ class OffsetStore:
 
     def ensure_topic(self) -> None:
         if CONSUMER_OFFSETS_TOPIC not in self.controller.topics:
-            self.controller.create_topic(CONSUMER_OFFSETS_TOPIC, self.num_partitions, 1, OFFSETS_TOPIC_CONFIGS)
+            self.controller.create_internal_topic(CONSUMER_OFFSETS_TOPIC, self.num_partitions, OFFSETS_TOPIC_CONFIGS)
 
     def load(self) -> None:
-        """Replay every ``__consumer_offsets`` partition (at start-up)."""
+        """Replay every ``__consumer_offsets`` partition (single node, at start-up)."""
         info = self.controller.topics.get(CONSUMER_OFFSETS_TOPIC)
         if info is None:
             return
         for index in range(info.partitions):
-            plog = self.replica_manager.get_partition(CONSUMER_OFFSETS_TOPIC, index).log
-            for batch in plog.iter_batches():
-                header = read_header(batch)
-                if header.is_control:
-                    kind = control_record_type(batch)
-                    if kind is not None:
-                        self.complete_transaction(header.producer_id, kind == 1)
+            self.load_partition(index)
+
+    def load_partition(self, index: int) -> None:
+        """Replay one partition (at start-up, or when this broker becomes its leader)."""
+        plog = self.replica_manager.get_partition(CONSUMER_OFFSETS_TOPIC, index).log
+        for batch in plog.iter_batches():
+            header = read_header(batch)
+            if header.is_control:
+                kind = control_record_type(batch)
+                if kind is not None:
+                    self.complete_transaction(header.producer_id, kind == 1)
+                continue
+            for record in iter_records(batch):
+                if record.key is None:
                     continue
-                for record in iter_records(batch):
-                    if record.key is None:
-                        continue
-                    decoded = decode(record.key, record.value)
-                    if decoded is None:
-                        self._load_group_record(record.key, record.value)
-                        continue
-                    group, topic, partition, value = decoded
-                    if header.is_transactional:
-                        if value is not None:
-                            self.pending.setdefault(header.producer_id, {}).setdefault(group, {})[
-                                (topic, partition)] = value
-                    else:
-                        self._apply(group, {(topic, partition): value})
+                decoded = decode(record.key, record.value)
+                if decoded is None:
+                    self._load_group_record(record.key, record.value)
+                    continue
+                group, topic, partition, value = decoded
+                if header.is_transactional:
+                    if value is not None:
+                        self.pending.setdefault(header.producer_id, {}).setdefault(group, {})[
+                            (topic, partition)] = value
+                else:
+                    self._apply(group, {(topic, partition): value})
+
+    async def wait_replicated(self, group: str, timeout_ms: int) -> ErrorCode:
+        """Wait until everything written to the group's partition is committed (in a cluster: on
+        the ISR). Errors as Kafka maps them for commits: COORDINATOR_NOT_AVAILABLE when the ISR
+        is short or time runs out, NOT_COORDINATOR when leadership moved meanwhile."""
+        partition = self.replica_manager.partitions.get((CONSUMER_OFFSETS_TOPIC, self.partition_for(group)))
+        if partition is None:
+            return ErrorCode.none
+        try:
+            error = await asyncio.wait_for(partition.wait_for_commit(partition.log_end_offset), timeout_ms / 1000)
+        except TimeoutError:
+            return ErrorCode.coordinator_not_available
+        if error == ErrorCode.not_leader_or_follower:
+            return ErrorCode.not_coordinator
+        return ErrorCode.coordinator_not_available if error else ErrorCode.none
+
+    def unload_partition(self, index: int) -> None:
+        """Forget the groups of a partition this broker no longer leads (Kafka's onResignation)."""
+        for group in [g for g in self.committed if self.partition_for(g) == index]:
+            del self.committed[group]
+        for groups in self.pending.values():
+            for group in [g for g in groups if self.partition_for(g) == index]:
+                del groups[group]
 
     def _load_group_record(self, key: bytes, value: bytes | None) -> None:
         group = decode_group_key(key)

@@ -26,6 +26,7 @@ from . import (
     describe_producers,
     describe_topic_partitions,
     describe_transactions,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -86,6 +87,7 @@ _MODULES: list[ModuleType] = [
     list_transactions,
     delete_groups,
     offset_delete,
+    elect_leaders,
     consumer_group_heartbeat,
     consumer_group_describe,
 ]

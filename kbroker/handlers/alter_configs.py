@@ -34,12 +34,12 @@ MAX_VERSION = 2
 
 async def handle(ctx: RequestContext, request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    return answer_each_resource(
+    return await answer_each_resource(
         m, m.AlterConfigsResponse, request, lambda resource: _alter(ctx, resource, request.validate_only)
     )
 
 
-def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
     if resource.resource_type == RESOURCE_BROKER:
         check_broker_resource(ctx.broker, resource.resource_name)
         raise KafkaError(ErrorCode.invalid_request, DYNAMIC_BROKER_CONFIGS_UNSUPPORTED)
@@ -54,4 +54,4 @@ def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
         if config.value is None:
             raise null_value_error(config.name)
         overrides[config.name] = config.value
-    ctx.broker.controller.set_topic_configs(resource.resource_name, overrides, validate_only)
+    await ctx.broker.controller.set_topic_configs(resource.resource_name, overrides, validate_only)

@@ -1,8 +1,9 @@
 """ApiVersions (key 18), v0–4.
 
-Answers from ``HANDLERS``: an API is listed exactly when kbroker implements it, with the
-version range its handler supports. An unsupported ApiVersions version is answered by the
-dispatcher with UNSUPPORTED_VERSION in v0 framing (KIP-511), as Kafka does.
+Answers from the node's handler table (``HANDLERS``, or a controller node's own): an API is
+listed exactly when kbroker implements it, with the version range its handler supports. An
+unsupported ApiVersions version is answered by the dispatcher with UNSUPPORTED_VERSION in v0
+framing (KIP-511), as Kafka does.
 Features (v3+, KIP-584): ``transaction.version`` is supported 0–2 and finalized at level 2
 (KIP-890 part 2: clients that know it drop AddPartitionsToTxn/AddOffsetsToTxn for Produce v12+
 / TxnOffsetCommit v5+ and use EndTxn v5's epoch bump). As Kafka 4.3, v3 leaves out supported
@@ -31,8 +32,6 @@ FINALIZED_FEATURES_EPOCH = 1
 
 
 async def handle(ctx: RequestContext, request: object) -> object:
-    from kbroker.handlers import HANDLERS  # the table includes this module
-
     m = response_module(API_KEY, ctx.api_version)
     keys = tuple(
         m.ApiVersion(
@@ -40,7 +39,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             min_version=getattr(h, "ADVERTISED_MIN_VERSION", h.MIN_VERSION),
             max_version=h.MAX_VERSION,
         )
-        for key, h in sorted(HANDLERS.items())
+        for key, h in sorted(ctx.broker.dispatcher.handlers.items())
     )
     version = ctx.api_version
     supported: tuple = ()

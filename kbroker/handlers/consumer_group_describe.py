@@ -38,6 +38,12 @@ async def handle(ctx: RequestContext, request: object) -> object:
     names = {info.topic_id: name for name, info in broker.controller.topics.items()}
     described = []
     for group_id in request.group_ids:
+        not_here = broker.group_coordinator.coordinator_error(group_id)
+        if not_here:
+            described.append(build(m.DescribedGroup, error_code=not_here, error_message=None, group_id=group_id,
+                                   group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+                                   authorized_operations=operations))
+            continue
         group = broker.consumer_coordinator.group(group_id)
         if group is None:
             classic = broker.group_coordinator.groups.get(group_id)

@@ -37,7 +37,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 counts[topic.name] = 0
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
             # Topic and count problems are reported before assignment problems, as Kafka does.
-            controller.create_partitions(topic.name, topic.count, validate_only=True)
+            await controller.create_partitions(topic.name, topic.count, validate_only=True)
             if topic.assignments is not None:
                 added = topic.count - controller.topics[topic.name].partitions
                 if len(topic.assignments) != added:
@@ -49,7 +49,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 controller.check_replica_assignment(
                     [a.broker_ids for a in topic.assignments])
             if not request.validate_only:
-                controller.create_partitions(topic.name, topic.count)
+                await controller.create_partitions(
+                    topic.name, topic.count, assignments=[a.broker_ids for a in topic.assignments or ()])
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(build(

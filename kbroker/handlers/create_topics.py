@@ -46,8 +46,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
             partitions, replication = _counts(ctx, topic)
             configs = {c.name: c.value for c in topic.configs}
-            info = controller.create_topic(
-                topic.name, partitions, replication, configs, request.validate_only
+            assignments = [a.broker_ids for a in sorted(topic.assignments, key=lambda a: a.partition_index)]
+            info = await controller.create_topic(
+                topic.name, partitions, replication, configs, request.validate_only, assignments
             )
         except KafkaError as exc:
             error, message = exc.code, exc.message
@@ -76,7 +77,7 @@ def _counts(ctx: RequestContext, topic: object) -> tuple[int, int]:
             "partitions should be a consecutive 0-based integer sequence",
         )
     ctx.broker.controller.check_replica_assignment([a.broker_ids for a in topic.assignments])
-    return len(indexes), 1
+    return len(indexes), len(topic.assignments[0].broker_ids)
 
 
 def _result(

@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                     else ErrorCode.invalid_request
                 )
                 raise KafkaError(code, "Topic deletion is disabled.")
-            name, topic_id = _delete(ctx, name, topic_id, names, ids)
+            name, topic_id = await _delete(ctx, name, topic_id, names, ids)
             error, message = ErrorCode.none, None
         except KafkaError as exc:
             error, message = exc.code, exc.message
@@ -57,7 +57,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
     return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-def _delete(
+async def _delete(
     ctx: RequestContext, name: str | None, topic_id: uuid.UUID, names: list, ids: list
 ) -> tuple[str | None, uuid.UUID]:
     """Delete one topic; returns its (name, id) for the answer."""
@@ -84,5 +84,5 @@ def _delete(
                 ErrorCode.unknown_topic_or_partition,
                 "This server does not host this topic-partition.",
             )
-    controller.delete_topic(info.name)
+    await controller.delete_topic(info.name)
     return name, info.topic_id

@@ -1,12 +1,12 @@
 """DescribeCluster (key 60), v0-2.
 
-Answers the cluster id, the controller (this node) and the brokers: this node with its
-advertised host and port, never fenced. endpoint_type (v1+) must be 1 (brokers), as on a
-Kafka broker listener: asking for controllers (2) is MISMATCHED_ENDPOINT_TYPE, anything else
-UNSUPPORTED_ENDPOINT_TYPE, both answered with endpoint type 1 and no brokers.
-include_fenced_brokers (v2) changes nothing: no broker is fenced.
-Cluster authorized operations are returned only when asked for, and then all of them (no
-ACLs yet); otherwise Kafka's "omitted" value, INT32_MIN.
+Answers the cluster id, the controller (on a single node, this node; in a cluster, a live
+broker, as KRaft brokers answer) and the live brokers with their advertised endpoints.
+endpoint_type (v1+) must be 1 (brokers), as on a Kafka broker listener: asking for controllers
+(2) is MISMATCHED_ENDPOINT_TYPE, anything else UNSUPPORTED_ENDPOINT_TYPE, both answered with
+endpoint type 1 and no brokers. include_fenced_brokers (v2) changes nothing: fenced brokers
+are never listed (deviation). Cluster authorized operations are returned only when asked for,
+and then all of them (no ACLs yet); otherwise Kafka's "omitted" value, INT32_MIN.
 """
 
 from __future__ import annotations
@@ -41,11 +41,10 @@ async def handle(ctx: RequestContext, request: object) -> object:
         error = ErrorCode.unsupported_endpoint_type
         message = f"Unsupported endpoint type {endpoint_type}"
     else:
-        host, port = broker.advertised
-        brokers = (build(
-            m.DescribeClusterBroker,
-            broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False,
-        ),)
+        brokers = tuple(
+            build(m.DescribeClusterBroker, broker_id=node, host=host, port=port, rack=rack, is_fenced=False)
+            for node, host, port, rack in broker.live_brokers()
+        )
     operations = AUTHORIZED_OPERATIONS_OMITTED
     if request.include_cluster_authorized_operations and error == ErrorCode.none:
         operations = CLUSTER_OPERATIONS
@@ -56,7 +55,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
         error_message=message,
         endpoint_type=ENDPOINT_BROKERS,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.controller_id,
         brokers=brokers,
         cluster_authorized_operations=operations,
     )

@@ -35,6 +35,12 @@ async def handle(ctx: RequestContext, request: object) -> object:
     operations = _GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else _OMITTED
     described = []
     for group_id in request.groups:
+        not_here = ctx.broker.group_coordinator.coordinator_error(group_id)
+        if not_here:
+            described.append(build(
+                m.DescribedGroup, error_code=not_here, error_message=None, group_id=group_id, group_state="",
+                protocol_type="", protocol_data="", members=(), authorized_operations=operations))
+            continue
         group = ctx.broker.group_coordinator.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             missing = ctx.api_version >= FIRST_NOT_FOUND

@@ -14,8 +14,12 @@ read_committed: data only below the LastStableOffset, and aborted_transactions l
 (producer id, first offset) of every aborted transaction overlapping the fetched range (from
 the segments' TransactionIndex), so the client can drop their records; null for
 read_uncommitted.
-Deviations: follower fetches (replica_id >= 0) are served like consumer fetches until
-replication lands; preferred_read_replica is always -1.
+Follower fetches (replica_id >= 0: from the body before v15, from ReplicaState from v15) read
+up to the log end offset, not the high watermark, record the follower's position on the leader
+(which may move the high watermark or expand the ISR) and, v12+, are answered with a
+DivergingEpoch (tagged field 0) when their last fetched epoch disagrees with the leader's
+epoch cache. A consumer fetching from a follower gets NOT_LEADER_OR_FOLLOWER.
+Deviation: preferred_read_replica is always -1 (no fetch from follower, KIP-392).
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ import struct
 import uuid
 
 from kbroker.context import EncodedResponse, RequestContext
-from kbroker.protocol.codec import response_header
+from kbroker.protocol.codec import encode_unsigned_varint, response_header
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.wire import Writer
-from kbroker.replication.replica_manager import FetchRequestPartition, FetchResult
+from kbroker.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
 from kbroker.storage.log import FetchSlice
 
 API_KEY = 1
@@ -35,6 +39,8 @@ MIN_VERSION = 4
 MAX_VERSION = 18
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
+FIRST_REPLICA_STATE = 15
+DIVERGING_EPOCH_TAG = 0
 
 _TOP = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id (v7+)
 _PARTITION = struct.Struct(">ihqq")  # index, error code, high watermark, last stable offset
@@ -42,6 +48,7 @@ _INT64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
 _INT32 = struct.Struct(">i")
 _NO_PREFERRED_REPLICA = _INT32.pack(-1)
+_EPOCH_END_OFFSET = struct.Struct(">iqB")  # epoch, end offset, empty tagged fields
 READ_COMMITTED = 1
 
 
@@ -70,11 +77,16 @@ async def handle(ctx: RequestContext, request: object) -> EncodedResponse:
             keys.append((None if by_id else topic.topic, topic_id, p.partition, error))
             wanted.append(FetchRequestPartition(
                 name or "", p.partition, p.fetch_offset, p.partition_max_bytes,
-                getattr(p, "current_leader_epoch", -1),
+                getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1),
+                getattr(p, "log_start_offset", -1),
             ))
+    if version >= FIRST_REPLICA_STATE:
+        params = FetchParams(request.replica_state.replica_id, request.replica_state.replica_epoch)
+    else:
+        params = FetchParams(request.replica_id)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     results = await broker.replica_manager.fetch(
-        wanted, max_wait_ms, request.min_bytes, request.max_bytes, request.isolation_level
+        wanted, max_wait_ms, request.min_bytes, request.max_bytes, request.isolation_level, params
     )
     for i, (_n, _t, _p, error) in enumerate(keys):
         if error != ErrorCode.none:
@@ -145,7 +157,12 @@ def _encode(
                 chunks.append(r.records)
                 total += length
                 w.out = bytearray()
-            w.tagged_fields()
+            if flexible and r.diverging_epoch is not None:
+                body = _EPOCH_END_OFFSET.pack(r.diverging_epoch[0], r.diverging_epoch[1], 0)
+                w.out += b"\x01" + encode_unsigned_varint(DIVERGING_EPOCH_TAG)
+                w.out += encode_unsigned_varint(len(body)) + body
+            else:
+                w.tagged_fields()
         w.tagged_fields()
     w.tagged_fields()  # node_endpoints (v16+) is tagged: omitted, the leader never moves
     chunks.append(bytes(w.out))

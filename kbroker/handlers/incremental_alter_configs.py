@@ -42,12 +42,12 @@ _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 async def handle(ctx: RequestContext, request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    return answer_each_resource(
+    return await answer_each_resource(
         m, m.IncrementalAlterConfigsResponse, request, lambda resource: _alter(ctx, resource, request.validate_only)
     )
 
 
-def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
     if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
         check_broker_resource(ctx.broker, resource.resource_name)
         raise KafkaError(ErrorCode.invalid_request, DYNAMIC_BROKER_CONFIGS_UNSUPPORTED)
@@ -72,7 +72,7 @@ def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
             overrides[key] = _edit_list(key, overrides.get(key), config.value, op)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op}")
-    controller.set_topic_configs(resource.resource_name, overrides, validate_only)
+    await controller.set_topic_configs(resource.resource_name, overrides, validate_only)
 
 
 def _edit_list(key: str, current: str | None, operand: str | None, op: int) -> str:

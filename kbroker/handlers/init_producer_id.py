@@ -63,6 +63,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
     else:
         try:
             producer_id, epoch = ctx.broker.producer_ids.allocate(), 0
+        except KafkaError as exc:  # cluster mode: the next block is still on its way
+            error = exc.code
         except OSError as exc:
             log.error("cannot reserve producer ids in %s: %s", PRODUCER_ID_FILE, exc)
             error = ErrorCode.coordinator_load_in_progress

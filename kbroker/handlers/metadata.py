@@ -1,7 +1,8 @@
 """Metadata (key 3), v0–13.
 
-Lists this broker, the cluster id, the controller (this node) and the requested topics with
-topic ids, leader, leader epoch, replicas and ISR. A null topic list (v0: empty) means all
+Lists the live brokers, the cluster id, the "controller" (a live broker, as KRaft brokers
+answer) and the requested topics with topic ids, leader, leader epoch, replicas, ISR and offline
+replicas; a partition without a leader is LEADER_NOT_AVAILABLE. A null topic list (v0: empty) means all
 topics. Topics may be named or (v10+) given by id; an unknown id answers UNKNOWN_TOPIC_ID.
 Auto-creation happens when the request allows it (v4+; always before) and
 ``auto.create.topics.enable`` is true, with ``num.partitions``/``default.replication.factor``.
@@ -16,6 +17,7 @@ import datetime
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.replication.partition_registration import NO_LEADER
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -38,6 +40,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
     )
     include_ops = getattr(request, "include_topic_authorized_operations", False)
     topics = []
+    brokers = broker.live_brokers()
+    live = {b[0] for b in brokers}
     if requested is None or (version == 0 and not requested):
         wanted = [(name, None) for name in controller.topics]
     else:
@@ -54,7 +58,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             info = controller.topics.get(name)
             if info is None and auto_create:
                 try:
-                    info = controller.create_topic(name, -1, -1, {})
+                    info = await controller.create_topic(name, -1, -1, {})
                 except KafkaError as exc:
                     error = exc.code
             elif info is None:
@@ -64,18 +68,19 @@ async def handle(ctx: RequestContext, request: object) -> object:
         partitions = []
         if info is not None:
             for index in range(info.partitions):
-                partition = broker.replica_manager.partitions.get((info.name, index))
-                if partition is None:
+                reg = controller.partition_registration(info.name, index)
+                if reg is None:
                     continue
                 partitions.append(build(
                     m.MetadataResponsePartition,
-                    error_code=ErrorCode.none,
+                    # Kafka answers LEADER_NOT_AVAILABLE for a partition without a live leader.
+                    error_code=ErrorCode.none if reg.leader != NO_LEADER else ErrorCode.leader_not_available,
                     partition_index=index,
-                    leader_id=partition.leader_id,
-                    leader_epoch=partition.leader_epoch,
-                    replica_nodes=tuple(partition.replicas),
-                    isr_nodes=tuple(partition.isr),
-                    offline_replicas=(),
+                    leader_id=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                    replica_nodes=reg.replicas,
+                    isr_nodes=reg.isr,
+                    offline_replicas=tuple(r for r in reg.replicas if r not in live),
                 ))
         topics.append(build(
             m.MetadataResponseTopic,
@@ -86,13 +91,13 @@ async def handle(ctx: RequestContext, request: object) -> object:
             partitions=tuple(partitions),
             topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
         ))
-    host, port = broker.advertised
     return build(
         m.MetadataResponse,
         throttle_time=datetime.timedelta(0),
-        brokers=(build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),),
+        brokers=tuple(build(m.MetadataResponseBroker, node_id=node, host=host, port=port, rack=rack)
+                      for node, host, port, rack in brokers),
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.controller_id,
         topics=tuple(topics),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         error_code=ErrorCode.none,

@@ -25,6 +25,7 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 API_KEY = 8
 MIN_VERSION = 2
 MAX_VERSION = 10
+COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms
 
 
 def topic_names_by_id(ctx: RequestContext) -> dict[object, str]:
@@ -68,10 +69,14 @@ async def handle(ctx: RequestContext, request: object) -> object:
     if offsets:
         try:
             broker.group_coordinator.commit(request.group_id, offsets)
+            # In a cluster the commit is acknowledged once the ISR has it (acks=all), as Kafka does.
+            replicated = await broker.offset_store.wait_replicated(request.group_id, COMMIT_TIMEOUT_MS)
         except (OSError, KafkaError):
+            replicated = ErrorCode.coordinator_not_available  # nothing was acknowledged
+        if replicated:
             for key, error in errors.items():
                 if error == ErrorCode.none:
-                    errors[key] = ErrorCode.coordinator_not_available  # nothing was acknowledged
+                    errors[key] = replicated
     topics = tuple(
         build(m.OffsetCommitResponseTopic, name=getattr(topic, "name", None), topic_id=getattr(topic, "topic_id", None),
               partitions=tuple(build(m.OffsetCommitResponsePartition, partition_index=p.partition_index,

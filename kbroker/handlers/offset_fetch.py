@@ -62,12 +62,14 @@ async def handle(ctx: RequestContext, request: object) -> object:
     require_stable = getattr(request, "require_stable", False)
     if ctx.api_version < FIRST_BATCHED:
         error = ErrorCode.invalid_group_id if not request.group_id else ErrorCode.none
+        error = error or ctx.broker.group_coordinator.coordinator_error(request.group_id)
         topics = () if error else _group_topics(ctx, m, request.group_id, request.topics, require_stable,
                                                 m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition)
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
     groups = []
     for group in request.groups:
         error = ErrorCode.invalid_group_id if not group.group_id else ErrorCode.none
+        error = error or ctx.broker.group_coordinator.coordinator_error(group.group_id)
         if not error:
             try:  # v9+ members of a consumer (KIP-848) group fetch at their current member epoch
                 ctx.broker.consumer_coordinator.validate_fetch(

@@ -9,8 +9,8 @@ history before it was deleted); a newer one (or -1) answers -1 / -1, error NONE.
 current_leader_epoch (v3+ clients set it) is checked as Fetch checks it
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Unknown topic or partition:
 UNKNOWN_TOPIC_OR_PARTITION with -1 / -1.
-Deviation: replica_id (v3+) is ignored: the leader answers followers, consumers and
-debugging tools alike until replication lands.
+Only the leader answers, followers (replica_id >= 0, v3+) and consumers alike; a follower
+replica answers NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
             try:
                 partition = replica_manager.get_partition(topic.topic, p.partition)
                 error = partition.leader_epoch_error(p.current_leader_epoch)
+                if error == ErrorCode.none and not partition.is_leader:
+                    error = ErrorCode.not_leader_or_follower
                 if error == ErrorCode.none:
                     log_end = partition.log_end_offset
                     if p.leader_epoch == partition.leader_epoch:

@@ -4,7 +4,11 @@ Request decoded by hand so each partition's records are a writable slice of the 
 batches are validated (size, magic 2, CRC32C, counts) and appended as opaque bytes with
 offsets patched in place. Response packed by hand. v13 names topics by id.
 acks=0 gets no response; acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS). acks=-1 needs
-``min.insync.replicas`` in-sync replicas (NOT_ENOUGH_REPLICAS). Per-record errors (KIP-467)
+``min.insync.replicas`` in-sync replicas (NOT_ENOUGH_REPLICAS); every partition of the request
+is appended first, then the response waits for all of them together until the high watermark
+passes their records (Kafka's delayed produce): still uncommitted after timeout_ms is
+REQUEST_TIMED_OUT, leadership lost meanwhile NOT_LEADER_OR_FOLLOWER. A broker that does not
+lead the partition answers NOT_LEADER_OR_FOLLOWER. Per-record errors (KIP-467)
 come back as record_errors with the error message (v8+).
 Like Kafka 4 (KAFKA-18659), ApiVersions lists v0–13 but a v0–2 request closes the connection:
 librdkafka (e.g. 2.0.2 in Debian's kcat) only compresses with gzip/snappy/lz4 when the broker
@@ -115,6 +119,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> object:
                     result = replica_manager.append_records(info.name, index, records, request.acks)
             out.append((index, result))
         results.append((name, topic_id, out))
+    if request.acks == -1:
+        await replica_manager.await_acks([r for _n, _t, out in results for _i, r in out], request.timeout_ms)
     if request.acks == 0:
         return NO_RESPONSE
     return EncodedResponse([encode_response(ctx.header.correlation_id, version, results)])
@@ -129,7 +135,7 @@ def _verify_transaction(ctx: RequestContext, transactional_id: str, topic: str, 
     if header.magic != 2 or header.producer_id < 0 or not header.is_transactional:
         return None
     partition = ctx.broker.replica_manager.partitions.get((topic, index))
-    if partition is None:
+    if partition is None or not partition.is_leader:
         return None  # the append answers for a partition this broker does not lead
     entry = partition.log.producer_state.producers.get(header.producer_id)
     if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:

@@ -78,8 +78,8 @@ class TransactionCoordinator:
 
     def ensure_topic(self) -> None:
         if TRANSACTION_STATE_TOPIC not in self.controller.topics:
-            self.controller.create_topic(
-                TRANSACTION_STATE_TOPIC, self.num_partitions, 1, TRANSACTION_STATE_TOPIC_CONFIGS
+            self.controller.create_internal_topic(
+                TRANSACTION_STATE_TOPIC, self.num_partitions, TRANSACTION_STATE_TOPIC_CONFIGS
             )
 
     def load(self) -> None:

@@ -51,7 +51,11 @@ def test_real_kafka_server_properties_keys_are_accepted():
         "controller.listener.names=CONTROLLER", "offsets.topic.replication.factor=1",
         "group.initial.rebalance.delay.ms=0",
     ])
-    assert "controller.quorum.voters" in config.ignored_keys()
+    assert config.quorum_voters == [(1, "127.0.0.1", 9093)]
+    assert not config.cluster_mode  # one combined node that is its own only voter: a single node
+    assert "listener.security.protocol.map" not in config.explicit
+    with pytest.raises(ConfigError, match=r"controller\.quorum\.voters"):
+        KafkaConfig.load(None, ["controller.quorum.voters=1-127.0.0.1:9093"])
 
 
 def test_properties_parser_handles_separators_and_continuations():

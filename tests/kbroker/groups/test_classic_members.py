@@ -53,7 +53,7 @@ class World:
         self.topics: dict[str, Any] = {"t": SimpleNamespace(topic_id=T, partitions=2)}
         self.partitions: dict[tuple[str, int], Partition] = {}
 
-    def create_topic(self, name: str, partitions: int, *_: object) -> None:
+    def create_internal_topic(self, name: str, partitions: int, *_: object) -> None:
         self.topics[name] = SimpleNamespace(topic_id=uuid.uuid4(), partitions=partitions)
 
     def get_partition(self, topic: str, index: int) -> Partition:

@@ -52,7 +52,7 @@ class World:
             name: SimpleNamespace(topic_id=topic_id, partitions=2) for name, topic_id in TOPICS.items()}
         self.partitions: dict[tuple[str, int], MemoryPartition] = {}
 
-    def create_topic(self, name: str, partitions: int, _rf: int, _configs: object) -> None:
+    def create_internal_topic(self, name: str, partitions: int, _configs: object) -> None:
         self.topics[name] = SimpleNamespace(topic_id=uuid.uuid4(), partitions=partitions)
 
     def get_partition(self, topic: str, index: int) -> MemoryPartition:

@@ -29,7 +29,7 @@ def _broker(data_dir: str) -> Broker:
 async def _exhaust(data_dir: str) -> tuple[int, int, int]:
     broker = _broker(data_dir)
     try:
-        broker.controller.create_topic("tv2-overflow", 1, 1, {})
+        broker.controller.create_internal_topic("tv2-overflow", 1, {})
         coordinator = broker.transaction_coordinator
         pid, epoch = coordinator.init_producer_id("overflow", 60000, -1, -1)
         coordinator.transactions["overflow"].producer_epoch = MAX_EPOCH - 1  # as if after 32766 bumps

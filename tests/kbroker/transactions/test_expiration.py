@@ -36,7 +36,7 @@ def test_idle_completed_ids_expire_with_a_tombstone(tmp_path) -> None:
     data_dir = str(tmp_path / "data")
     broker = _broker(data_dir)
     try:
-        broker.controller.create_topic("exp", 1, 1, {})
+        broker.controller.create_internal_topic("exp", 1, {})
         coordinator = broker.transaction_coordinator
         ids = {}
         for tid in ("empty", "committed", "aborted", "ongoing", "recent"):

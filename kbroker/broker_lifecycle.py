@@ -1,0 +1,244 @@
+"""BrokerLifecycleManager: a cluster broker's life with its controller.
+
+It follows the metadata log (Fetch of ``__cluster_metadata`` as an observer, long-polling),
+replays it into a MetadataImage and hands every change to the ForwardingController (catalogue
+and replicas). It registers the broker (BrokerRegistration: the broker epoch), heartbeats every
+``broker.heartbeat.interval.ms`` (staying fenced until it has replayed the log up to its own
+registration), re-registers when told its epoch is stale, and on shutdown asks for a controlled
+shutdown so leadership moves away before the process exits. It also carries AlterPartition and
+AllocateProducerIds to the controller. Every socket is bound to this broker's own address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.allocate_producer_ids.v0 import request as allocate_v0
+from kio.schema.alter_partition.v3 import request as alter_partition_v3
+from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
+from kio.schema.broker_registration.v4 import request as registration_v4
+from kio.schema.fetch.v12 import request as fetch_v12
+
+from kbroker.meta_properties import adopt_cluster_id
+from kbroker.protocol.codec import build
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.records import split_batches
+from kbroker.replication.inter_broker_client import InterBrokerClient
+from kbroker.replication.metadata_image import METADATA_TOPIC, MetadataImage, decode_batch
+from kbroker.replication.partition_registration import PartitionRegistration
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+METADATA_FETCH_WAIT_MS = 500
+METADATA_FETCH_MAX_BYTES = 8 * 1024 * 1024
+RETRY_BACKOFF_S = 0.1
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+
+
+class BrokerLifecycleManager:
+    def __init__(self, broker: Broker, bind_host: str, host: str, port: int) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.host, self.port = host, port  # this broker's (advertised) inter-broker endpoint
+        _voter_id, controller_host, controller_port = self.config.quorum_voters[0]
+        client_id = f"broker-{broker.node_id}"
+        source = bind_host or None
+        # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.
+        self.control = InterBrokerClient(controller_host, controller_port, source, client_id)
+        self.metadata = InterBrokerClient(controller_host, controller_port, source, client_id + "-metadata")
+        self.image = MetadataImage()
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self.unfenced = asyncio.Event()
+        self._cluster_id_known = asyncio.Event()
+        self._shutting_down = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Register, then return once the controller has unfenced this broker."""
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._metadata_loop()))
+        await self._cluster_id_known.wait()
+        await self._register()
+        self._tasks.append(loop.create_task(self._heartbeat_loop()))
+        await self.unfenced.wait()
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away and fence us; bounded in time."""
+        self._shutting_down = True
+        deadline = time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S
+        while time.monotonic() < deadline and self.broker_epoch >= 0:
+            try:
+                response = await self._heartbeat(want_shut_down=True)
+                if response.error_code == ErrorCode.none and response.should_shut_down:
+                    log.info("controlled shutdown complete")
+                    return
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("controlled shutdown: %s", exc)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+        log.warning("controlled shutdown did not complete within %.0f s", CONTROLLED_SHUTDOWN_TIMEOUT_S)
+
+    def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self.control.close()
+        self.metadata.close()
+
+    # --- registration and heartbeats ------------------------------------------------------
+
+    async def _register(self) -> None:
+        m = registration_v4
+        while True:
+            listener = m.Listener(name=self.config.get("inter.broker.listener.name") or "PLAINTEXT",
+                                  host=self.host, port=self.port, security_protocol=0)
+            request = build(
+                m.BrokerRegistrationRequest, broker_id=self.broker.node_id, cluster_id=self.broker.cluster_id,
+                incarnation_id=self.incarnation_id, listeners=(listener,), features=(),
+                rack=self.config.get("broker.rack"), is_migrating_zk_broker=False, log_dirs=(),
+                previous_broker_epoch=self.broker_epoch,
+            )
+            try:
+                response = await self.control.request(62, 4, request, timeout_s=10.0)
+            except (ConnectionError, TimeoutError) as exc:
+                log.info("registration: controller not reachable yet (%s)", exc)
+                await asyncio.sleep(RETRY_BACKOFF_S * 5)
+                continue
+            if response.error_code == ErrorCode.none:
+                self.broker_epoch = response.broker_epoch
+                log.info("registered with the controller, broker epoch %d", self.broker_epoch)
+                return
+            if response.error_code == ErrorCode.inconsistent_cluster_id:
+                raise RuntimeError(f"the controller's cluster id differs from {self.broker.cluster_id!r}")
+            log.info("registration refused: %s; retrying", ErrorCode(response.error_code).name)
+            await asyncio.sleep(RETRY_BACKOFF_S * 5)
+
+    async def _heartbeat(self, want_shut_down: bool = False) -> Any:
+        request = heartbeat_v1.BrokerHeartbeatRequest(
+            broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.image.offset, want_fence=False, want_shut_down=want_shut_down,
+        )
+        return await self.control.request(63, 1, request, timeout_s=5.0)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config.get_int("broker.heartbeat.interval.ms") / 1000
+        while not self._shutting_down:
+            try:
+                response = await self._heartbeat()
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("heartbeat failed: %s", exc)
+                await asyncio.sleep(interval)
+                continue
+            if response.error_code == ErrorCode.stale_broker_epoch:
+                log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
+                self._set_fenced(True)
+                await self._register()
+                continue
+            if response.error_code == ErrorCode.none:
+                self._set_fenced(response.is_fenced)
+            # An unfenced broker heartbeats at the interval; a fenced one retries sooner so it
+            # is unfenced as soon as its metadata has caught up.
+            await asyncio.sleep(interval if not self.fenced else min(interval, 0.1))
+
+    def _set_fenced(self, fenced: bool) -> None:
+        if fenced != self.fenced:
+            log.info("broker %s", "fenced" if fenced else "unfenced")
+        self.fenced = fenced
+        if not fenced:
+            self.unfenced.set()
+
+    # --- the metadata log ------------------------------------------------------------------
+
+    async def _metadata_loop(self) -> None:
+        m = fetch_v12
+        while True:
+            request = m.FetchRequest(
+                cluster_id=None, replica_id=self.broker.node_id,
+                max_wait=datetime.timedelta(milliseconds=METADATA_FETCH_WAIT_MS), min_bytes=1,
+                max_bytes=METADATA_FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+                forgotten_topics_data=(), rack_id="",
+                topics=(m.FetchTopic(topic=METADATA_TOPIC, partitions=(m.FetchPartition(
+                    partition=0, current_leader_epoch=-1, fetch_offset=self.image.offset + 1,
+                    last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=METADATA_FETCH_MAX_BYTES,
+                ),)),),
+            )
+            try:
+                response = await self.metadata.request(1, 12, request, timeout_s=METADATA_FETCH_WAIT_MS / 1000 + 10)
+            except (ConnectionError, TimeoutError) as exc:
+                log.debug("metadata fetch failed: %s", exc)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            data = response.responses[0].partitions[0]
+            if data.error_code != ErrorCode.none:
+                log.warning("metadata fetch: %s", ErrorCode(data.error_code).name)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            if data.records:
+                self._replay(bytes(data.records))
+
+    def _replay(self, records: bytes) -> None:
+        applied = False
+        for position, header in split_batches(memoryview(records)):
+            batch = records[position:position + header.batch_length + 12]
+            if len(batch) < header.batch_length + 12:
+                break  # a partial batch at the end of a fetch: fetched again next time
+            for offset, record in decode_batch(batch):
+                if offset > self.image.offset:
+                    self.image.apply(offset, record)
+                    applied = True
+        if self.image.cluster_id and not self._cluster_id_known.is_set():
+            if not self.broker.cluster_id:
+                adopt_cluster_id(self.broker.log_dirs, self.broker.node_id, self.image.cluster_id)
+                self.broker.cluster_id = self.image.cluster_id
+            if self.broker.cluster_id != self.image.cluster_id:
+                log.error("INCONSISTENT_CLUSTER_ID: the log dirs belong to cluster %s, the controller to %s",
+                          self.broker.cluster_id, self.image.cluster_id)
+                return
+            self._cluster_id_known.set()
+        if applied:
+            self.broker.controller.sync_from_image(self.image)
+
+    # --- requests for the replication layer ------------------------------------------------
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        registration = self.image.brokers.get(broker_id)
+        return None if registration is None else (registration.host, registration.port)
+
+    async def alter_partition(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
+                              partition_epoch: int, new_isr: list[int]) -> PartitionRegistration:
+        m = alter_partition_v3
+        request = m.AlterPartitionRequest(
+            broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
+            topics=(m.TopicData(topic_id=topic_id, partitions=(m.PartitionData(
+                partition_index=index, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                leader_recovery_state=0,
+                new_isr_with_epochs=tuple(m.BrokerState(broker_id=b, broker_epoch=-1) for b in new_isr),
+            ),)),),
+        )
+        response = await self.control.request(56, 3, request, timeout_s=10.0)
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(response.error_code))
+        p = response.topics[0].partitions[0]
+        if p.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(p.error_code))
+        current = self.image.topics_by_id[topic_id].partitions[index]
+        return PartitionRegistration(current.replicas, tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        request = allocate_v0.AllocateProducerIdsRequest(broker_id=self.broker.node_id,
+                                                         broker_epoch=self.broker_epoch)
+        response = await self.control.request(67, 0, request, timeout_s=10.0)
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(response.error_code))
+        return response.producer_id_start, response.producer_id_len
+
+    async def send_to_controller(self, api_key: int, api_version: int, request: Any) -> Any:
+        return await self.control.request(api_key, api_version, request, timeout_s=30.0)

@@ -1,0 +1,36 @@
+"""The APIs a controller node answers on its controller listener (one module per API).
+
+Brokers register and heartbeat here, follow the metadata log with Fetch, report ISR changes
+with AlterPartition, forward topic and config changes, and take producer id blocks. A
+controller node answers nothing else: a client pointed at it sees these APIs in ApiVersions.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from kbroker.handlers import api_versions
+
+from . import (
+    allocate_producer_ids,
+    alter_partition,
+    broker_heartbeat,
+    broker_registration,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_quorum,
+    elect_leaders,
+    incremental_alter_configs,
+    metadata_fetch,
+)
+
+CONTROLLER_HANDLERS: dict[int, ModuleType] = {
+    m.API_KEY: m
+    for m in (
+        api_versions, allocate_producer_ids, alter_partition, broker_heartbeat, broker_registration,
+        create_partitions, create_topics, delete_topics, describe_cluster, describe_quorum, elect_leaders,
+        incremental_alter_configs, metadata_fetch,
+    )
+}

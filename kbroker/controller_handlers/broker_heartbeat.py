@@ -1,0 +1,34 @@
+"""BrokerHeartbeat (key 63), v0–2: keeps a broker's session alive; unfences and fences it.
+
+A registered broker starts fenced; it is unfenced by the first heartbeat that does not ask to
+stay fenced once it has replayed the metadata log up to its own registration. ``want_shut_down``
+is a controlled shutdown: leadership moves off the broker and it is fenced before it exits.
+A heartbeat with an old broker epoch gets STALE_BROKER_EPOCH (the broker re-registers).
+"""
+
+from __future__ import annotations
+
+import time
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 63
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    node = ctx.broker
+    m = response_module(API_KEY, ctx.api_version)
+    try:
+        caught_up, fenced, shut_down = node.controller.heartbeat(
+            request.broker_id, request.broker_epoch, request.current_metadata_offset, request.want_fence,
+            request.want_shut_down, int(time.time() * 1000),
+        )
+    except KafkaError as exc:
+        return build(m.BrokerHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
+                     is_caught_up=False, is_fenced=True, should_shut_down=False)
+    return build(m.BrokerHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                 is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down)

@@ -1,0 +1,44 @@
+"""BrokerRegistration (key 62), v0–4: a broker joins the cluster and gets its broker epoch.
+
+The broker epoch is the metadata offset of the registration record, so a restarted broker
+always gets a higher epoch (KIP-903). A second live incarnation of the same node id is refused
+with DUPLICATE_BROKER_REGISTRATION until the old one's session expires. A wrong cluster id gets
+INCONSISTENT_CLUSTER_ID. The broker's address is its inter-broker listener.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 62
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    node = ctx.broker
+    m = response_module(API_KEY, ctx.api_version)
+    epoch, error = -1, ErrorCode.none
+    if request.cluster_id != node.cluster_id:
+        error = ErrorCode.inconsistent_cluster_id
+    else:
+        listener = request.listeners[0] if request.listeners else None
+        wanted = node.config.get("inter.broker.listener.name")
+        for candidate in request.listeners:
+            if candidate.name == wanted:
+                listener = candidate
+        try:
+            if listener is None:
+                raise KafkaError(ErrorCode.invalid_request)
+            epoch = node.controller.register_broker(
+                request.broker_id, str(request.incarnation_id), listener.host, listener.port, request.rack,
+                int(time.time() * 1000),
+            )
+        except KafkaError as exc:
+            error = exc.code
+    return build(m.BrokerRegistrationResponse, throttle_time=NO_THROTTLE, error_code=error,
+                 broker_epoch=epoch)

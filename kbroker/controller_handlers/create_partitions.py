@@ -1,0 +1,30 @@
+"""CreatePartitions (key 37), v0–3, on the controller: brokers forward their clients' requests."""
+
+from __future__ import annotations
+
+import time
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    node = ctx.broker
+    m = response_module(API_KEY, ctx.api_version)
+    results = []
+    for topic in request.topics:
+        error, message = ErrorCode.none, None
+        try:
+            assignments = [list(a.broker_ids) for a in topic.assignments or ()]
+            node.controller.create_partitions(topic.name, topic.count, assignments, request.validate_only,
+                                              int(time.time() * 1000))
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(build(m.CreatePartitionsTopicResult, name=topic.name, error_code=error,
+                             error_message=message))
+    return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

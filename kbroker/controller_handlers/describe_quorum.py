@@ -1,0 +1,54 @@
+"""DescribeQuorum (key 55), v0–2: the metadata quorum as ``kafka-metadata-quorum`` shows it.
+
+The leader (this controller), its epoch and high watermark, the voters and the observers
+(brokers following the metadata log) with the log end offset each last fetched from and when.
+v2 adds the voters' endpoints. Anything but ``__cluster_metadata`` partition 0 is
+UNKNOWN_TOPIC_OR_PARTITION. Deviation: one voter (see quorum_controller.py).
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import build, response_module
+from kbroker.protocol.errors import ErrorCode
+from kbroker.replication.metadata_image import METADATA_TOPIC
+
+API_KEY = 55
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    node = ctx.broker
+    m = response_module(API_KEY, ctx.api_version)
+    controller = node.controller
+    end = controller.log.log_end_offset
+    now_ms = controller.now_ms()
+
+    def state(replica_id: int, offset: int, fetched_ms: int) -> object:
+        return build(m.ReplicaState, replica_id=replica_id, replica_directory_id=None, log_end_offset=offset,
+                     last_fetch_timestamp=fetched_ms, last_caught_up_timestamp=fetched_ms if offset >= end else -1)
+
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            if topic.topic_name != METADATA_TOPIC or p.partition_index != 0:
+                partitions.append(build(
+                    m.PartitionData, partition_index=p.partition_index, error_code=ErrorCode.unknown_topic_or_partition,
+                    error_message=None, leader_id=-1, leader_epoch=-1, high_watermark=-1, current_voters=(),
+                    observers=()))
+                continue
+            observers = tuple(state(broker_id, offset, fetched_ms)
+                              for broker_id, (offset, fetched_ms) in sorted(controller.observers.items()))
+            partitions.append(build(
+                m.PartitionData, partition_index=0, error_code=ErrorCode.none, error_message=None,
+                leader_id=node.node_id, leader_epoch=controller.epoch, high_watermark=end,
+                current_voters=(state(node.node_id, end, now_ms),), observers=observers))
+        topics.append(build(m.TopicData, topic_name=topic.topic_name, partitions=tuple(partitions)))
+    nodes: tuple = ()
+    if ctx.api_version >= 2:
+        nodes = (build(m.Node, node_id=node.node_id, listeners=tuple(
+            build(m.Listener, name=name, host=host, port=port) for name, host, port in node.bound)),)
+    return build(m.DescribeQuorumResponse, error_code=ErrorCode.none, error_message=None, topics=tuple(topics),
+                 nodes=nodes)

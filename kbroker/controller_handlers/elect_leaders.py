@@ -1,0 +1,40 @@
+"""ElectLeaders (key 43), v0–2, on the controller: preferred and unclean elections on request.
+
+Brokers forward their clients' requests here unchanged. Per partition: NONE when the leader
+moved, ELECTION_NOT_NEEDED when it is already where asked, PREFERRED_LEADER_NOT_AVAILABLE when
+the preferred replica is down or out of sync, ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is
+live for an unclean election, UNKNOWN_TOPIC_OR_PARTITION. A null partition list means all.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode
+
+API_KEY = 43
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    node = ctx.broker
+    m = response_module(API_KEY, ctx.api_version)
+    election_type = getattr(request, "election_type", 0)
+    wanted = None
+    if request.topic_partitions is not None:
+        wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    results = node.controller.elect_leaders(election_type, wanted, int(time.time() * 1000))
+    by_topic: dict[str, list[object]] = {}
+    for (topic, index), (error, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            build(m.PartitionResult, partition_id=index, error_code=error, error_message=message))
+    return build(
+        m.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+        replica_election_results=tuple(
+            build(m.ReplicaElectionResult, topic=topic, partition_result=tuple(parts))
+            for topic, parts in by_topic.items()
+        ),
+    )

@@ -1,0 +1,219 @@
+"""ForwardingController: a cluster broker's view of the topic catalogue, and its admin channel.
+
+On a broker of a multi-node cluster the catalogue is not decided here: it is the broker's
+MetadataImage, replayed from the controller's metadata log (``sync_from_image``), and every
+change a client asks for (create/delete topics, partitions, topic configs) is forwarded to the
+active controller with the same Kafka request, as KRaft brokers do. Answers wait until the
+change has reached this broker's image, so a client that creates a topic and then asks this
+broker for its metadata sees it. The read side keeps the single-node Controller's interface,
+so request handlers do not care which one they talk to.
+Deviation: ``__transaction_state`` is not created in cluster mode (the transaction coordinator
+is single-node for now); ``__consumer_offsets`` is created by FindCoordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.storage.log_config import BrokerLayers
+from kio.schema.create_partitions.v3 import request as create_partitions_v3
+from kio.schema.create_topics.v7 import request as create_topics_v7
+from kio.schema.delete_topics.v6 import request as delete_topics_v6
+from kio.schema.incremental_alter_configs.v1 import request as alter_configs_v1
+
+from .controller import Controller, TopicInfo, check_replica_lists, validate_topic_name
+from .metadata_image import TOPIC_RESOURCE, MetadataImage
+from .partition_registration import PartitionRegistration
+from .replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+PROPAGATION_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_MS = 30000
+
+# (api key, version, request) -> response, sent to the active controller
+ControllerRequest = Callable[[int, int, Any], Awaitable[Any]]
+
+
+class ForwardingController(Controller):
+    def __init__(self, metadata_dir: str, node_id: int, replica_manager: ReplicaManager,
+                 static_layers: BrokerLayers, default_partitions: int, default_replication_factor: int,
+                 send: ControllerRequest) -> None:
+        super().__init__(metadata_dir, node_id, replica_manager, static_layers, default_partitions,
+                         default_replication_factor)
+        self.send = send
+        self.image = MetadataImage()
+        self._applied: dict[tuple[str, int], PartitionRegistration] = {}
+        self._waiters: set[asyncio.Future[None]] = set()
+        # topic -> called with (partition, leads) when this broker starts or stops leading one
+        # of its partitions: the group coordinator follows ``__consumer_offsets`` leadership.
+        self.leadership_listeners: dict[str, Callable[[int, bool], None]] = {}
+
+    # --- the catalogue, from the metadata log ---------------------------------------------
+
+    def load(self) -> None:
+        """Nothing on disk: the catalogue arrives with the metadata log."""
+
+    def activate_partitions(self) -> None:
+        """Partitions become active as their registrations arrive (``sync_from_image``)."""
+
+    def sync_from_image(self, image: MetadataImage) -> None:
+        """Bring the catalogue and this broker's replicas in line with ``image``."""
+        self.image = image
+        self.cluster_configs = dict(image.cluster_configs)
+        live_names = set(image.topics)
+        for name in list(self.topics):
+            if name not in live_names:
+                info = self.topics.pop(name)
+                self.topics_by_id.pop(info.topic_id, None)
+                for index in range(info.partitions):
+                    self._tell_leadership(name, index, self._applied.pop((name, index), None), None)
+                    if (name, index) in self.replica_manager.partitions or self.replica_manager.log_manager.get(
+                            name, index) is not None:
+                        self.replica_manager.remove_partition(name, index)
+                log.info("topic %s deleted", name)
+        for name, topic in image.topics.items():
+            rf = len(topic.partitions[0].replicas) if topic.partitions else 0
+            info = self.topics.get(name)
+            reconfigure = info is not None and info.configs != topic.configs
+            if info is None or info.topic_id != topic.topic_id:
+                info = TopicInfo(name, topic.topic_id, len(topic.partitions), rf, dict(topic.configs))
+                self._index(info)
+            info.partitions, info.replication_factor, info.configs = len(topic.partitions), rf, dict(topic.configs)
+            if reconfigure:
+                self.replica_manager.log_manager.reconfigure(name)
+            for index, reg in topic.partitions.items():
+                before = self._applied.get((name, index))
+                if before != reg:
+                    self._applied[(name, index)] = reg
+                    self.replica_manager.apply_partition(name, index, topic.topic_id, reg)
+                    self._tell_leadership(name, index, before, reg)
+        waiters, self._waiters = self._waiters, set()
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    def _tell_leadership(self, name: str, index: int, before: PartitionRegistration | None,
+                         after: PartitionRegistration | None) -> None:
+        listener = self.leadership_listeners.get(name)
+        led = before is not None and before.leader == self.node_id
+        leads = after is not None and after.leader == self.node_id
+        if listener is not None and led != leads:
+            listener(index, leads)
+
+    def partition_registration(self, name: str, index: int) -> PartitionRegistration | None:
+        topic = self.image.topics.get(name)
+        return None if topic is None else topic.partitions.get(index)
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        """Wait until the replayed metadata satisfies ``condition`` (bounded)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PROPAGATION_TIMEOUT_S
+        while not condition():
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.add(future)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise KafkaError(ErrorCode.request_timed_out, "the change has not reached this broker yet")
+            try:
+                await asyncio.wait_for(future, remaining)
+            except TimeoutError:
+                raise KafkaError(ErrorCode.request_timed_out,
+                                 "the change has not reached this broker yet") from None
+
+    async def _forward(self, api_key: int, version: int, request: Any) -> Any:
+        try:
+            return await self.send(api_key, version, request)
+        except (ConnectionError, TimeoutError) as exc:
+            log.warning("forwarding to the controller failed: %s", exc)
+            raise KafkaError(ErrorCode.request_timed_out, "the controller did not answer") from None
+
+    # --- changes, forwarded -----------------------------------------------------------------
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: Mapping[str, str | None], validate_only: bool = False,
+                           assignments: Sequence[Sequence[int]] = ()) -> TopicInfo:
+        validate_topic_name(name)
+        overrides = self._validated(configs)
+        m = create_topics_v7
+        request = m.CreateTopicsRequest(
+            topics=(m.CreatableTopic(
+                name=name,
+                num_partitions=num_partitions if not assignments else -1,
+                replication_factor=replication_factor if not assignments else -1,
+                assignments=tuple(m.CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(b))
+                                  for i, b in enumerate(assignments)),
+                configs=tuple(m.CreatableTopicConfig(name=k, value=v) for k, v in overrides.items()),
+            ),),
+            timeout=_timeout(), validate_only=validate_only,
+        )
+        response = await self._forward(19, 7, request)
+        result = response.topics[0]
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
+        if validate_only:
+            return TopicInfo(name, result.topic_id, result.num_partitions, result.replication_factor, overrides)
+        await self._until(lambda: name in self.topics and self.topics[name].topic_id == result.topic_id)
+        return self.topics[name]
+
+    def create_internal_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None]) -> None:
+        # Only a coordinator writing to a partition it leads gets here: the topic exists then.
+        raise KafkaError(ErrorCode.coordinator_not_available, f"{name} does not exist yet")
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        info = self._topic(name)
+        m = delete_topics_v6
+        response = await self._forward(20, 6, m.DeleteTopicsRequest(
+            topics=(m.DeleteTopicState(name=name, topic_id=None),), timeout=_timeout()))
+        result = response.responses[0]
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
+        await self._until(lambda: name not in self.topics)
+        return info
+
+    async def create_partitions(self, name: str, count: int, validate_only: bool = False,
+                                assignments: Sequence[Sequence[int]] = ()) -> None:
+        m = create_partitions_v3
+        response = await self._forward(37, 3, m.CreatePartitionsRequest(
+            topics=(m.CreatePartitionsTopic(
+                name=name, count=count,
+                assignments=tuple(m.CreatePartitionsAssignment(broker_ids=tuple(a)) for a in assignments) or None,
+            ),),
+            timeout=_timeout(), validate_only=validate_only,
+        ))
+        result = response.results[0]
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
+        if not validate_only:
+            await self._until(lambda: name in self.topics and self.topics[name].partitions >= count)
+
+    async def set_topic_configs(self, name: str, overrides: Mapping[str, str | None],
+                                validate_only: bool = False) -> None:
+        current = self._topic(name).configs
+        wanted = self._validated(overrides)
+        m = alter_configs_v1
+        ops = [m.AlterableConfig(name=k, config_operation=0, value=v) for k, v in wanted.items() if current.get(k) != v]
+        ops += [m.AlterableConfig(name=k, config_operation=1, value=None) for k in current if k not in wanted]
+        if validate_only or not ops:
+            return
+        response = await self._forward(44, 1, m.IncrementalAlterConfigsRequest(
+            resources=(m.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=name,
+                                              configs=tuple(ops)),),
+            validate_only=False,
+        ))
+        result = response.responses[0]
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
+        await self._until(lambda: name in self.topics and self.topics[name].configs == wanted)
+
+    def check_replica_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
+        check_replica_lists(replica_lists, self.image.brokers)
+
+
+def _timeout() -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=REQUEST_TIMEOUT_MS)

@@ -1,0 +1,481 @@
+"""QuorumController: the active controller's decisions, written as metadata records.
+
+Every decision — a broker registering or being fenced, a topic created, a partition's leader
+or ISR changed — becomes records appended to the metadata log and is then applied to the
+controller's MetadataImage; brokers replay the same log (``MetadataImage``), so they see the
+same decisions in the same order. Nothing is applied before it is in the log.
+
+Leader election (Kafka's rules): a new leader is the first live replica, in replica order, that
+is in the ISR; failing that (KIP-966) a live Eligible Leader Replica; failing that, if
+``unclean.leader.election.enable`` is true for the topic, any live replica (its ISR becomes just
+itself); otherwise the partition has no leader (-1) until an ISR member returns. Removing a
+broker from an ISR never empties it: the last member stays, as in KRaft. With ELR, replicas
+that leave an ISR already below ``min.insync.replicas`` keep their claim as ELR members.
+Brokers are fenced when their heartbeats stop for ``broker.session.timeout.ms`` or when they
+finish a controlled shutdown; a fenced broker leads nothing.
+Deviation: one controller voter for now (the Raft quorum core is replication/raft.py and is
+not wired to the network yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.storage.log import PartitionLog
+
+from .controller import check_replica_lists
+from .metadata_image import (
+    TOPIC_RESOURCE,
+    MetadataImage,
+    MetadataRecord,
+    TopicImage,
+    decode_batch,
+    encode_records,
+    partition_record,
+)
+from .partition_registration import NO_LEADER, PartitionRegistration
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+PREFERRED_ELECTION = 0
+UNCLEAN_ELECTION = 1
+
+
+@dataclass(slots=True, frozen=True)
+class ControllerSettings:
+    node_id: int
+    cluster_id: str
+    session_timeout_ms: int
+    default_partitions: int
+    default_replication_factor: int
+    # broker-level defaults a topic falls back to when it has no override
+    broker_default: Callable[[str], str | None]
+
+
+class QuorumController:
+    def __init__(self, metadata_log: PartitionLog, settings: ControllerSettings) -> None:
+        self.log = metadata_log
+        self.settings = settings
+        self.image = MetadataImage()
+        self.epoch = 0
+        self._last_heartbeat_ms: dict[int, int] = {}
+        # broker id -> (metadata offset it fetched from, when): DescribeQuorum's observers
+        self.observers: dict[int, tuple[int, int]] = {}
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    # --- the metadata log -----------------------------------------------------------------
+
+    def load(self, now_ms: int) -> None:
+        """Replay the metadata log, then start a new controller epoch."""
+        for batch in self.log.iter_batches():
+            for offset, record in decode_batch(batch):
+                self.image.apply(offset, record)
+        self.epoch = max(self.log.leader_epoch_cache.latest_epoch, 0) + 1
+        records: list[MetadataRecord] = []
+        if not self.image.cluster_id:
+            records.append({"type": "ClusterIdRecord", "cluster_id": self.settings.cluster_id})
+        records.append({"type": "LeaderChangeRecord", "leader_id": self.settings.node_id, "epoch": self.epoch})
+        self._commit(records, now_ms)
+        # Live brokers get a full session from now: the heartbeats they sent a previous
+        # controller incarnation were not seen by this one.
+        for broker in self.image.brokers.values():
+            self._last_heartbeat_ms[broker.broker_id] = now_ms
+        log.info("controller %d active at epoch %d, metadata offset %d",
+                 self.settings.node_id, self.epoch, self.image.offset)
+
+    def _commit(self, records: Sequence[MetadataRecord], now_ms: int) -> int:
+        if not records:
+            return self.image.offset
+        batch = encode_records(records, self.epoch, now_ms)
+        info = self.log.append_as_leader(memoryview(bytearray(batch)), self.epoch, now_ms)
+        self.log.flush(now_ms)  # a decision is durable before anyone acts on it
+        for offset, record in enumerate(records, info.first_offset):
+            self.image.apply(offset, record)
+        waiters, self._waiters = self._waiters, set()
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+        return info.last_offset
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    def wait_for_records(self) -> asyncio.Future[None]:
+        """Completed when the next records are committed (metadata fetches long-poll on it)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.add(future)
+        future.add_done_callback(self._waiters.discard)
+        return future
+
+    # --- brokers --------------------------------------------------------------------------
+
+    def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int, rack: str | None,
+                        now_ms: int) -> int:
+        """Register (or re-register after a restart); returns the new broker epoch."""
+        current = self.image.brokers.get(broker_id)
+        if (current is not None and current.incarnation_id != incarnation_id and not current.fenced
+                and now_ms - self._last_heartbeat_ms.get(broker_id, 0) < self.settings.session_timeout_ms):
+            raise KafkaError(
+                ErrorCode.duplicate_broker_registration,
+                f"Another broker is registered with that broker id {broker_id} and its session is still live.",
+            )
+        records: list[MetadataRecord] = []
+        if current is not None and not current.fenced:
+            records += self._fence_records(broker_id)
+        records.append({
+            "type": "RegisterBrokerRecord", "broker_id": broker_id, "incarnation_id": incarnation_id,
+            "host": host, "port": port, "rack": rack,
+        })
+        self._last_heartbeat_ms[broker_id] = now_ms
+        self._commit(records, now_ms)
+        epoch = self.image.brokers[broker_id].broker_epoch
+        log.info("broker %d registered at %s:%d (epoch %d)", broker_id, host, port, epoch)
+        return epoch
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
+                  want_shutdown: bool, now_ms: int) -> tuple[bool, bool, bool]:
+        """(is_caught_up, is_fenced, should_shut_down), as BrokerHeartbeat answers."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or broker.broker_epoch != broker_epoch:
+            raise KafkaError(ErrorCode.stale_broker_epoch, f"Expected broker epoch for {broker_id} is stale")
+        self._last_heartbeat_ms[broker_id] = now_ms
+        caught_up = metadata_offset >= broker.broker_epoch
+        if want_shutdown:
+            # Controlled shutdown: move leadership away first, then fence.
+            if not broker.fenced:
+                self._commit(self._fence_records(broker_id), now_ms)
+                log.info("broker %d finished a controlled shutdown", broker_id)
+            return caught_up, True, True
+        if broker.fenced and not want_fence and caught_up:
+            self._commit([{"type": "UnfenceBrokerRecord", "broker_id": broker_id, "epoch": broker_epoch},
+                          *self._elections_after_unfence(broker_id)], now_ms)
+            log.info("broker %d unfenced", broker_id)
+        return caught_up, self.image.brokers[broker_id].fenced, False
+
+    def fence_expired_sessions(self, now_ms: int) -> None:
+        for broker in list(self.image.brokers.values()):
+            last = self._last_heartbeat_ms.get(broker.broker_id, 0)
+            if not broker.fenced and now_ms - last >= self.settings.session_timeout_ms:
+                log.warning("broker %d fenced: no heartbeat for %d ms", broker.broker_id, now_ms - last)
+                self._commit(self._fence_records(broker.broker_id), now_ms)
+
+    def _fence_records(self, broker_id: int) -> list[MetadataRecord]:
+        """Fence the broker and take it out of every ISR and leadership."""
+        records: list[MetadataRecord] = []
+        # Apply the fence to a scratch copy of the liveness view so elections skip this broker.
+        live = {b.broker_id for b in self.image.live_brokers()} - {broker_id}
+        for topic in self.image.topics.values():
+            for index, reg in topic.partitions.items():
+                if broker_id not in reg.replicas:
+                    continue
+                changed = self._without_replica(topic, reg, broker_id, live)
+                if changed != reg:
+                    records.append(partition_record(topic.topic_id, index, changed))
+        records.append({"type": "FenceBrokerRecord", "broker_id": broker_id,
+                        "epoch": self.image.brokers[broker_id].broker_epoch})
+        return records
+
+    def _without_replica(self, topic: TopicImage, reg: PartitionRegistration, broker_id: int,
+                         live: set[int]) -> PartitionRegistration:
+        isr = tuple(r for r in reg.isr if r != broker_id) or reg.isr
+        elr = reg.elr
+        min_isr = self._min_isr(topic)
+        if self._elr_enabled() and broker_id in reg.isr and len(isr) < min_isr and isr != reg.isr:
+            elr = tuple(dict.fromkeys((*elr, broker_id)))
+        changed = replace(reg, isr=isr, elr=elr)
+        if reg.leader == broker_id or reg.leader == NO_LEADER:
+            changed = self._elect(topic, changed, live)
+        if changed != reg:
+            changed = replace(changed, partition_epoch=reg.partition_epoch + 1)
+        return changed
+
+    def _elections_after_unfence(self, broker_id: int) -> list[MetadataRecord]:
+        records: list[MetadataRecord] = []
+        live = {b.broker_id for b in self.image.live_brokers()} | {broker_id}
+        for topic in self.image.topics.values():
+            for index, reg in topic.partitions.items():
+                if reg.leader == NO_LEADER and broker_id in reg.replicas:
+                    elected = self._elect(topic, reg, live)
+                    if elected.leader != NO_LEADER:
+                        records.append(partition_record(
+                            topic.topic_id, index, replace(elected, partition_epoch=reg.partition_epoch + 1)))
+        return records
+
+    def _elect(self, topic: TopicImage, reg: PartitionRegistration, live: set[int]) -> PartitionRegistration:
+        """Choose a leader for ``reg`` among live brokers; bumps the leader epoch if it changes."""
+        leader = next((r for r in reg.replicas if r in reg.isr and r in live), NO_LEADER)
+        isr, elr = reg.isr, reg.elr
+        if leader == NO_LEADER:
+            leader = next((r for r in reg.replicas if r in reg.elr and r in live), NO_LEADER)
+            if leader != NO_LEADER:
+                isr, elr = (leader,), tuple(r for r in reg.elr if r != leader)
+                log.info("%s-%s: leader %d elected from the ELR", topic.name, "?", leader)
+        if leader == NO_LEADER and self._unclean_allowed(topic):
+            leader = next((r for r in reg.replicas if r in live), NO_LEADER)
+            if leader != NO_LEADER:
+                isr, elr = (leader,), ()
+                log.warning("%s: UNCLEAN leader election of broker %d (ISR was %s): records not on it "
+                            "are lost", topic.name, leader, list(reg.isr))
+        if leader == reg.leader and isr == reg.isr and elr == reg.elr:
+            return reg
+        epoch = reg.leader_epoch + 1 if leader != reg.leader else reg.leader_epoch
+        return replace(reg, leader=leader, isr=isr, elr=elr, leader_epoch=epoch)
+
+    # --- leader elections on request (ElectLeaders) and auto leader rebalance -------------
+
+    def elect_leaders(self, election_type: int, wanted: Sequence[tuple[str, int]] | None,
+                      now_ms: int) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders: 0 = preferred (the first replica, if live and in sync), 1 = unclean (a
+        partition without a leader takes any live replica). ``None`` means every partition."""
+        if wanted is None:
+            wanted = [(t.name, i) for t in self.image.topics.values() for i in t.partitions]
+        live = {b.broker_id for b in self.image.live_brokers()}
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        records: list[MetadataRecord] = []
+        for name, index in wanted:
+            topic = self.image.topics.get(name)
+            reg = topic.partitions.get(index) if topic is not None else None
+            if topic is None or reg is None:
+                results[(name, index)] = (ErrorCode.unknown_topic_or_partition, None)
+                continue
+            if election_type == PREFERRED_ELECTION:
+                preferred = reg.replicas[0]
+                if reg.leader == preferred:
+                    results[(name, index)] = (ErrorCode.election_not_needed, None)
+                    continue
+                if preferred not in live or preferred not in reg.isr:
+                    results[(name, index)] = (
+                        ErrorCode.preferred_leader_not_available,
+                        f"Failed to elect leader for partition {name}-{index} under strategy "
+                        "PreferredReplicaPartitionLeaderElectionStrategy")
+                    continue
+                changed = replace(reg, leader=preferred, leader_epoch=reg.leader_epoch + 1,
+                                  partition_epoch=reg.partition_epoch + 1)
+            else:
+                if reg.leader != NO_LEADER and reg.leader in live:
+                    results[(name, index)] = (ErrorCode.election_not_needed, None)
+                    continue
+                leader = next((r for r in reg.replicas if r in reg.isr and r in live), None)
+                if leader is None:
+                    leader = next((r for r in reg.replicas if r in live), None)
+                if leader is None:
+                    results[(name, index)] = (ErrorCode.eligible_leaders_not_available, None)
+                    continue
+                isr = reg.isr if leader in reg.isr else (leader,)
+                if leader not in reg.isr:
+                    log.warning("%s-%d: UNCLEAN leader election of broker %d on request (ISR was %s)",
+                                name, index, leader, list(reg.isr))
+                changed = replace(reg, leader=leader, isr=isr, elr=(), leader_epoch=reg.leader_epoch + 1,
+                                  partition_epoch=reg.partition_epoch + 1)
+            records.append(partition_record(topic.topic_id, index, changed))
+            results[(name, index)] = (ErrorCode.none, None)
+        self._commit(records, now_ms)
+        return results
+
+    def rebalance_leaders(self, imbalance_percentage: int, now_ms: int) -> int:
+        """auto.leader.rebalance.enable: move leadership back to preferred replicas of every
+        broker whose share of non-preferred leaders exceeds the percentage; returns how many."""
+        preferred_of: dict[int, list[tuple[str, int]]] = {}
+        for topic in self.image.topics.values():
+            for index, reg in topic.partitions.items():
+                preferred_of.setdefault(reg.replicas[0], []).append((topic.name, index))
+        moves: list[tuple[str, int]] = []
+        for broker_id, partitions in preferred_of.items():
+            if not self.image.is_live(broker_id):
+                continue
+            elsewhere = [(n, i) for n, i in partitions if self.image.topics[n].partitions[i].leader != broker_id]
+            if len(elsewhere) * 100 > imbalance_percentage * len(partitions):
+                moves += elsewhere
+        if not moves:
+            return 0
+        results = self.elect_leaders(PREFERRED_ELECTION, moves, now_ms)
+        moved = sum(1 for error, _message in results.values() if error == ErrorCode.none)
+        if moved:
+            log.info("auto leader rebalance moved %d leader(s) back to their preferred replica", moved)
+        return moved
+
+    # --- ISR changes (AlterPartition) -----------------------------------------------------
+
+    def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, index: int,
+                        leader_epoch: int, partition_epoch: int, new_isr: Sequence[int],
+                        now_ms: int) -> PartitionRegistration:
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or (broker_epoch != -1 and broker.broker_epoch != broker_epoch):
+            raise KafkaError(ErrorCode.stale_broker_epoch)
+        topic = self.image.topics_by_id.get(topic_id)
+        if topic is None or index not in topic.partitions:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        reg = topic.partitions[index]
+        if reg.leader != broker_id:
+            raise KafkaError(ErrorCode.not_leader_or_follower)
+        if leader_epoch < reg.leader_epoch:
+            raise KafkaError(ErrorCode.fenced_leader_epoch)
+        if partition_epoch != reg.partition_epoch:
+            raise KafkaError(ErrorCode.invalid_update_version)
+        if broker_id not in new_isr or any(r not in reg.replicas for r in new_isr):
+            raise KafkaError(ErrorCode.invalid_request)
+        for replica in new_isr:
+            if replica not in reg.isr and not self.image.is_live(replica):
+                raise KafkaError(ErrorCode.ineligible_replica)
+        isr = tuple(r for r in reg.replicas if r in new_isr)
+        elr = tuple(r for r in reg.elr if r not in isr)
+        min_isr = self._min_isr(topic)
+        if self._elr_enabled():
+            if len(isr) >= min_isr:
+                elr = ()
+            else:
+                elr = tuple(dict.fromkeys((*elr, *(r for r in reg.isr if r not in isr))))
+        changed = replace(reg, isr=isr, elr=elr, partition_epoch=reg.partition_epoch + 1)
+        self._commit([partition_record(topic_id, index, changed)], now_ms)
+        log.info("%s-%d ISR %s -> %s (partition epoch %d)", topic.name, index, list(reg.isr), list(isr),
+                 changed.partition_epoch)
+        return changed
+
+    # --- topics ---------------------------------------------------------------------------
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignments: Mapping[int, Sequence[int]], configs: Mapping[str, str],
+                     validate_only: bool, now_ms: int) -> TopicImage:
+        """Validate (the caller has checked the name and config values) and create."""
+        if name in self.image.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        if assignments:
+            replica_lists = [list(assignments[i]) for i in sorted(assignments)]
+            self._check_assignment(replica_lists)
+        else:
+            partitions = self.settings.default_partitions if num_partitions == -1 else num_partitions
+            rf = self.settings.default_replication_factor if replication_factor == -1 else replication_factor
+            if partitions <= 0:
+                raise KafkaError(ErrorCode.invalid_partitions,
+                                 "Number of partitions was set to an invalid non-positive value.")
+            if rf <= 0:
+                raise KafkaError(ErrorCode.invalid_replication_factor,
+                                 "Replication factor must be larger than 0, or -1 to use the default value.")
+            replica_lists = self._place(partitions, rf, 0)
+        topic_id = uuid.uuid4()
+        topic = TopicImage(name, topic_id)
+        if validate_only:
+            return topic
+        records: list[MetadataRecord] = [{"type": "TopicRecord", "name": name, "topic_id": str(topic_id)}]
+        records += [
+            {"type": "ConfigRecord", "resource_type": TOPIC_RESOURCE, "resource_name": name, "name": k, "value": v}
+            for k, v in sorted(configs.items())
+        ]
+        records += [
+            partition_record(topic_id, i, PartitionRegistration(tuple(rs), tuple(rs), rs[0], 0, 0))
+            for i, rs in enumerate(replica_lists)
+        ]
+        self._commit(records, now_ms)
+        log.info("created topic %s (%s) with %d partition(s), replicas %s", name, topic_id, len(replica_lists),
+                 replica_lists)
+        return self.image.topics[name]
+
+    def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]],
+                          validate_only: bool, now_ms: int) -> None:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        old = len(topic.partitions)
+        if count < old:
+            raise KafkaError(ErrorCode.invalid_partitions,
+                             f"The topic {name} currently has {old} partition(s); {count} would not be an increase.")
+        if count == old:
+            raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {old} partition(s).")
+        rf = len(topic.partitions[0].replicas)
+        if assignments:
+            replica_lists = [list(a) for a in assignments]
+            self._check_assignment(replica_lists)
+        else:
+            replica_lists = self._place(count - old, rf, old)
+        if validate_only:
+            return
+        self._commit([
+            partition_record(topic.topic_id, old + i, PartitionRegistration(tuple(rs), tuple(rs), rs[0], 0, 0))
+            for i, rs in enumerate(replica_lists)
+        ], now_ms)
+
+    def delete_topic(self, name: str, now_ms: int) -> TopicImage:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+        self._commit([{"type": "RemoveTopicRecord", "topic_id": str(topic.topic_id)}], now_ms)
+        log.info("deleted topic %s (%s)", name, topic.topic_id)
+        return topic
+
+    def set_configs(self, resource_type: int, resource_name: str, values: Mapping[str, str | None],
+                    now_ms: int) -> None:
+        """Set (or, with None, delete) config keys of a topic or broker resource."""
+        if resource_type == TOPIC_RESOURCE and resource_name not in self.image.topics:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{resource_name}' does not exist.")
+        self._commit([
+            {"type": "ConfigRecord", "resource_type": resource_type, "resource_name": resource_name,
+             "name": k, "value": v}
+            for k, v in sorted(values.items())
+        ], now_ms)
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int, now_ms: int) -> tuple[int, int]:
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or broker.broker_epoch != broker_epoch:
+            raise KafkaError(ErrorCode.stale_broker_epoch)
+        start = self.image.next_producer_id
+        self._commit([{"type": "ProducerIdsRecord", "broker_id": broker_id, "broker_epoch": broker_epoch,
+                       "next_producer_id": start + PRODUCER_ID_BLOCK_SIZE}], now_ms)
+        return start, PRODUCER_ID_BLOCK_SIZE
+
+    # --- placement and per-topic settings -------------------------------------------------
+
+    def _place(self, partitions: int, replication_factor: int, first_partition: int) -> list[list[int]]:
+        """Round-robin placement over live brokers, alternating racks (as Kafka's rack-aware placement)."""
+        live = self.image.live_brokers()
+        if replication_factor > len(live):
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {replication_factor} time(s): The target replication factor "
+                f"of {replication_factor} cannot be reached because only {len(live)} broker(s) are registered.",
+            )
+        by_rack: dict[str | None, list[int]] = {}
+        for broker in live:
+            by_rack.setdefault(broker.rack, []).append(broker.broker_id)
+        ordered: list[int] = []
+        racks = list(by_rack.values())
+        while any(racks):
+            for members in racks:
+                if members:
+                    ordered.append(members.pop(0))
+        n = len(ordered)
+        start = random.randrange(n)
+        # Leaders rotate over the brokers; followers are the next brokers in the rack-alternating
+        # order, so with balanced racks every partition's replicas span the racks.
+        return [
+            [ordered[(start + p + j) % n] for j in range(replication_factor)]
+            for p in range(first_partition, first_partition + partitions)
+        ]
+
+    def _check_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
+        check_replica_lists(replica_lists, self.image.brokers)
+
+    def _topic_config(self, topic: TopicImage, key: str) -> str | None:
+        if key in topic.configs:
+            return topic.configs[key]
+        if key in self.image.cluster_configs:
+            return self.image.cluster_configs[key]
+        return self.settings.broker_default(key)
+
+    def _min_isr(self, topic: TopicImage) -> int:
+        return int(self._topic_config(topic, "min.insync.replicas") or 1)
+
+    def _unclean_allowed(self, topic: TopicImage) -> bool:
+        return (self._topic_config(topic, "unclean.leader.election.enable") or "false").lower() == "true"
+
+    def _elr_enabled(self) -> bool:
+        return True  # Kafka 4.x: eligible.leader.replicas.version=1 on new clusters
+

@@ -1,0 +1,308 @@
+"""ReplicaFetcherManager: followers copy their leaders' logs, one fetcher task per leader broker.
+
+Each ``ReplicaFetcher`` sends Fetch v15 (ReplicaState with this broker's id and epoch, topic
+ids, the follower's log end offset and the epoch of its last fetched batch) to one leader and
+appends what comes back with ``append_as_follower``, byte for byte. The follower's high
+watermark is the leader's, capped at its own log end offset; its log start offset follows the
+leader's. A DivergingEpoch answer truncates the follower's log to where it last agreed with
+the leader (Kafka's truncation rule, KIP-320/KIP-595) and fetching continues from there. A
+partition error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, ...) or a
+failed link backs that partition (or the whole fetcher) off replica.fetch.backoff.ms; the
+broker's metadata updates move partitions between fetchers. Partitions may be added and
+removed while a request is in flight: answers for a partition that left, or whose leader
+epoch or fetch position changed meanwhile, are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+import uuid
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.records import batch_size_at
+from kio.schema.fetch.v15 import request as fetch_request
+
+from .inter_broker_client import InterBrokerClient
+from .partition import Partition
+from .replication_settings import ClusterLinks, ReplicationSettings
+
+log = logging.getLogger(__name__)
+
+FETCH_KEY = 1
+FETCH_VERSION = 15
+FINAL_SESSION_EPOCH = -1  # "full fetch, no session" (KIP-227)
+UNDEFINED = -1
+_RETRY_ERRORS = frozenset({
+    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
+})
+
+
+def whole_batches(records: bytes) -> memoryview:
+    """The prefix of a fetched record set made of complete batches (the leader may cut the
+    last one at the byte limit, KIP-74)."""
+    pos = 0
+    while True:
+        size = batch_size_at(records, pos)
+        if size is None or pos + size > len(records):
+            return memoryview(records)[:pos]
+        pos += size
+
+
+def truncation_offset(partition: Partition, diverging_epoch: int, diverging_end_offset: int) -> int:
+    """Where a follower truncates after the leader answered DivergingEpoch(epoch, end offset).
+
+    Kafka's rule: if the follower knows that epoch, it keeps what both agree on (the smaller
+    end offset); if it does not, it truncates to the end of its largest earlier epoch and the
+    next fetch (with that epoch as last fetched) asks again.
+    """
+    log_end = partition.log_end_offset
+    if diverging_end_offset < 0:
+        return min(partition.high_watermark, log_end)
+    cache = partition.log.leader_epoch_cache
+    follower_epoch, follower_end = cache.end_offset_for(diverging_epoch, log_end)
+    if follower_epoch == UNDEFINED:
+        return min(diverging_end_offset, log_end)
+    if follower_epoch != diverging_epoch:
+        return min(follower_end, log_end)
+    return min(follower_end, diverging_end_offset, log_end)
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader broker."""
+
+    def __init__(self, broker_id: int, leader_id: int, links: ClusterLinks, settings: ReplicationSettings) -> None:
+        self.broker_id = broker_id
+        self.leader_id = leader_id
+        self.links = links
+        self.settings = settings
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._delayed_until: dict[tuple[str, int], float] = {}
+        self._wakeup = asyncio.Event()
+        self._client: InterBrokerClient | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher(broker {self.broker_id} <- leader {self.leader_id})"
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def add_partition(self, partition: Partition) -> None:
+        key = (partition.topic, partition.index)
+        self.partitions[key] = partition
+        self._delayed_until.pop(key, None)
+        self._wakeup.set()
+
+    def remove_partition(self, topic: str, index: int) -> None:
+        self.partitions.pop((topic, index), None)
+        self._delayed_until.pop((topic, index), None)
+
+    async def stop(self) -> None:
+        # The flag as well as the cancel: asyncio.wait_for (3.11) can swallow a cancellation
+        # that races with the connection attempt failing.
+        self._stopped = True
+        self._wakeup.set()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # --- the fetch loop -------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff_s = self.settings.replica_fetch_backoff_ms / 1000
+        while not self._stopped:
+            ready = self._ready_partitions()
+            if not ready:
+                await self._idle()
+                continue
+            client = self._connect()
+            if client is None:
+                log.info("%r: leader %d has no known endpoint; retrying", self, self.leader_id)
+                await asyncio.sleep(backoff_s)
+                continue
+            sent = {key: (p, p.leader_epoch, p.log_end_offset) for key, p in ready.items()}
+            try:
+                response = await client.request(
+                    FETCH_KEY, FETCH_VERSION, self._build_request(sent),
+                    timeout_s=self.settings.replica_socket_timeout_ms / 1000,
+                )
+            except ConnectionError as exc:
+                log.info("%r: fetch failed: %s; backing off %d ms", self, exc, self.settings.replica_fetch_backoff_ms)
+                await asyncio.sleep(backoff_s)
+                continue
+            if response.error_code != ErrorCode.none:
+                log.info("%r: fetch answered %s", self, response.error_code.name)
+                self._delay(list(sent))
+                continue
+            self._process(sent, response)
+
+    def _ready_partitions(self) -> dict[tuple[str, int], Partition]:
+        now = time.monotonic()
+        return {k: p for k, p in self.partitions.items() if self._delayed_until.get(k, 0.0) <= now}
+
+    async def _idle(self) -> None:
+        """Nothing to fetch now: wait for a partition to be added or a backoff to end."""
+        self._wakeup.clear()
+        now = time.monotonic()
+        waits = [until - now for until in self._delayed_until.values() if until > now]
+        timeout = min(waits) if waits else None
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def _connect(self) -> InterBrokerClient | None:
+        endpoint = self.links.endpoint(self.leader_id)
+        if endpoint is None:
+            return None
+        host, port = endpoint
+        if self._client is None or (self._client.host, self._client.port) != (host, port):
+            if self._client is not None:
+                self._client.close()
+            self._client = InterBrokerClient(host, port, self.links.source_host, f"broker-{self.broker_id}-fetcher")
+        return self._client
+
+    def _build_request(self, sent: dict[tuple[str, int], tuple[Partition, int, int]]) -> object:
+        m = fetch_request
+        by_topic: dict[uuid.UUID, list[object]] = {}
+        for partition, leader_epoch, fetch_offset in sent.values():
+            by_topic.setdefault(partition.topic_id, []).append(m.FetchPartition(
+                partition=partition.index,
+                current_leader_epoch=leader_epoch,
+                fetch_offset=fetch_offset,
+                last_fetched_epoch=partition.log.leader_epoch_cache.latest_epoch,
+                log_start_offset=partition.log_start_offset,
+                partition_max_bytes=self.settings.replica_fetch_max_bytes,
+            ))
+        return m.FetchRequest(
+            cluster_id=None,
+            replica_state=m.ReplicaState(replica_id=self.broker_id, replica_epoch=self.links.broker_epoch()),
+            max_wait=datetime.timedelta(milliseconds=self.settings.replica_fetch_wait_max_ms),
+            min_bytes=self.settings.replica_fetch_min_bytes,
+            max_bytes=self.settings.replica_fetch_response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=FINAL_SESSION_EPOCH,
+            topics=tuple(m.FetchTopic(topic_id=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+
+    def _process(self, sent: dict[tuple[str, int], tuple[Partition, int, int]], response: object) -> None:
+        by_id = {(p.topic_id, p.index): key for key, (p, _e, _o) in sent.items()}
+        failed: list[tuple[str, int]] = []
+        now_ms = int(time.time() * 1000)
+        for topic in response.responses:
+            for data in topic.partitions:
+                key = by_id.get((topic.topic_id, data.partition_index))
+                if key is None:
+                    continue
+                partition, leader_epoch, fetch_offset = sent[key]
+                if (self.partitions.get(key) is not partition or partition.leader_epoch != leader_epoch
+                        or partition.log_end_offset != fetch_offset):
+                    continue  # moved, re-led or truncated while the request was out
+                try:
+                    if not self._process_partition(partition, fetch_offset, data, now_ms):
+                        failed.append(key)
+                except KafkaError as exc:
+                    log.warning("%r: %s-%d: %s", self, partition.topic, partition.index, exc.message or exc.code.name)
+                    failed.append(key)
+                except OSError as exc:
+                    log.error("%r: %s-%d: append failed: %s", self, partition.topic, partition.index, exc)
+                    failed.append(key)
+        self._delay(failed)
+
+    def _process_partition(self, partition: Partition, fetch_offset: int, data: object, now_ms: int) -> bool:
+        """Apply one partition's answer; False if the partition should back off."""
+        error = data.error_code
+        if error == ErrorCode.offset_out_of_range and fetch_offset < data.log_start_offset:
+            # The leader deleted what we would fetch next: start over at its log start.
+            log.info("%s-%d: fetch offset %d below the leader's log start %d: truncating fully",
+                     partition.topic, partition.index, fetch_offset, data.log_start_offset)
+            partition.log.truncate_fully_and_start_at(data.log_start_offset)
+            partition.after_truncation()
+            return True
+        if error != ErrorCode.none:
+            if error not in _RETRY_ERRORS:
+                log.warning("%s-%d: fetch from leader %d answered %s",
+                            partition.topic, partition.index, self.leader_id, error.name)
+            return False
+        diverging = data.diverging_epoch
+        if diverging.epoch >= 0 or diverging.end_offset >= 0:
+            target = truncation_offset(partition, diverging.epoch, diverging.end_offset)
+            log.info("%s-%d: diverged from leader %d at epoch %d end offset %d: truncating to %d",
+                     partition.topic, partition.index, self.leader_id, diverging.epoch, diverging.end_offset, target)
+            partition.truncate_to(target)
+            return True
+        records = data.records
+        if records:
+            batches = whole_batches(bytes(records))
+            if len(batches):
+                partition.append_as_follower(batches, now_ms)
+        partition.update_follower_high_watermark(data.high_watermark, data.log_start_offset)
+        return True
+
+    def _delay(self, keys: list[tuple[str, int]]) -> None:
+        until = time.monotonic() + self.settings.replica_fetch_backoff_ms / 1000
+        for key in keys:
+            if key in self.partitions:
+                self._delayed_until[key] = until
+
+
+class ReplicaFetcherManager:
+    """Which fetcher (by leader broker) copies which partition; idle fetchers are stopped."""
+
+    def __init__(self, broker_id: int, links: ClusterLinks, settings: ReplicationSettings) -> None:
+        self.broker_id = broker_id
+        self.links = links
+        self.settings = settings
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._leader_of: dict[tuple[str, int], int] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    def add_partition(self, partition: Partition, leader_id: int) -> None:
+        """Follow ``partition`` from ``leader_id`` (moving it off any other fetcher)."""
+        key = (partition.topic, partition.index)
+        if self._leader_of.get(key) != leader_id:
+            self.remove_partition(*key)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id, self.links, self.settings)
+            fetcher.start()
+        fetcher.add_partition(partition)
+        self._leader_of[key] = leader_id
+
+    def remove_partition(self, topic: str, index: int) -> None:
+        leader_id = self._leader_of.pop((topic, index), None)
+        fetcher = self.fetchers.get(leader_id) if leader_id is not None else None
+        if fetcher is None:
+            return
+        fetcher.remove_partition(topic, index)
+        if not fetcher.partitions:
+            del self.fetchers[leader_id]
+            task = asyncio.get_running_loop().create_task(fetcher.stop())
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+
+    def leader_of(self, topic: str, index: int) -> int | None:
+        return self._leader_of.get((topic, index))
+
+    async def stop(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        self._leader_of.clear()
+        for fetcher in fetchers:
+            await fetcher.stop()
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)

@@ -1,0 +1,38 @@
+"""ReplicationSettings and ClusterLinks: what the broker gives the replication layer in cluster mode.
+
+``ReplicationSettings`` carries Kafka's replica.* configuration (names and defaults as Kafka's);
+``ClusterLinks`` is how replication reaches the rest of the cluster without knowing about the
+controller or the metadata log: a broker's inter-broker endpoint, this broker's epoch, and the
+AlterPartition round trip to the controller.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from .partition_registration import PartitionRegistration
+
+# topic, partition, topic_id, leader_epoch, partition_epoch, new_isr -> the controller's answer.
+# Raises KafkaError carrying the controller's error code (e.g. INVALID_UPDATE_VERSION).
+AlterPartition = Callable[[str, int, uuid.UUID, int, int, list[int]], Awaitable[PartitionRegistration]]
+
+
+@dataclass(slots=True, frozen=True)
+class ReplicationSettings:
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_response_max_bytes: int = 10485760
+    replica_fetch_backoff_ms: int = 1000
+    replica_socket_timeout_ms: int = 30000
+
+
+@dataclass(slots=True, frozen=True)
+class ClusterLinks:
+    source_host: str | None
+    endpoint: Callable[[int], tuple[str, int] | None]  # broker id -> inter-broker (host, port)
+    broker_epoch: Callable[[], int]
+    alter_partition: AlterPartition

@@ -1,0 +1,156 @@
+"""Administering a 3-broker cluster with real clients: the same assertions on Kafka and kbroker.
+
+One cluster per target for the module (compat/cluster.py: controller 100 on 127.0.0.21, brokers
+1-3 on 127.0.0.11-13, RF 3, min.insync.replicas 2). Topics are created through one broker and
+read back through another (kbroker brokers forward admin requests to the controller, as KRaft
+brokers do); leaders spread over the brokers; acks=all is refused with NOT_ENOUGH_REPLICAS (19)
+when the ISR is below min.insync.replicas; a clean shutdown (SIGTERM) moves leadership away
+before the broker exits (controlled shutdown), and a preferred-replica election moves it back.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from kafka import KafkaProducer
+from kafka.errors import NotEnoughReplicasError
+
+from compat.cluster import CONTROLLER_ID, Cluster, make_cluster
+from compat.deps import kafka_classpath
+
+DEADLINE_S = 20.0
+
+
+@pytest.fixture(scope="module", params=["kafka", "kbroker"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    workdir: Path = tmp_path_factory.mktemp(f"cluster-admin-{request.param}")
+    with make_cluster(request.param, workdir) as running:
+        yield running
+
+
+def admin_via(cluster: Cluster, broker_id: int) -> AdminClient:
+    """An AdminClient that only knows one broker (it still learns the others from Metadata)."""
+    return AdminClient({"bootstrap.servers": cluster.nodes[broker_id].bootstrap})
+
+
+def partitions_of(cluster: Cluster, broker_id: int, topic: str) -> dict[int, object]:
+    """What one broker's Metadata says of a topic's partitions ({} while it does not know it:
+    on Kafka a new topic reaches the brokers a moment after CreateTopics returns)."""
+    (answer,) = cluster.metadata(broker_id, [topic]).topics
+    if answer.error_code == 3:  # UNKNOWN_TOPIC_OR_PARTITION
+        return {}
+    assert answer.error_code == 0, answer
+    return {p.partition_index: p for p in answer.partitions}
+
+
+def wait_for(what: str, condition, timeout: float = DEADLINE_S):
+    """Poll a condition on the cluster's state (not a sleep: returns as soon as it holds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(0.1)
+
+
+def create(admin: AdminClient, topic: NewTopic) -> None:
+    admin.create_topics([topic])[topic.topic].result(timeout=30)
+
+
+def test_topic_created_through_one_broker_is_seen_by_all_with_spread_leaders(cluster: Cluster) -> None:
+    create(admin_via(cluster, 2), NewTopic("spread", 6, 3))
+    for broker_id in cluster.broker_ids:
+        parts = wait_for(f"broker {broker_id} knows 'spread'",
+                         lambda b=broker_id: len(partitions_of(cluster, b, "spread")) == 6
+                         and partitions_of(cluster, b, "spread"))
+        for p in parts.values():
+            assert sorted(p.replica_nodes) == [1, 2, 3]
+            assert sorted(p.isr_nodes) == [1, 2, 3]
+            assert p.leader_id == p.replica_nodes[0]
+    leaders = [p.leader_id for p in partitions_of(cluster, 1, "spread").values()]
+    assert sorted(leaders.count(b) for b in (1, 2, 3)) == [2, 2, 2]
+
+
+def test_admin_changes_reach_every_broker(cluster: Cluster) -> None:
+    admin = admin_via(cluster, 3)
+    create(admin, NewTopic("grow", 1, 3, config={"retention.ms": "3600000"}))
+    admin.create_partitions([NewPartitions("grow", 3)])["grow"].result(timeout=30)
+    wait_for("3 partitions everywhere", lambda: all(len(partitions_of(cluster, b, "grow")) == 3 for b in (1, 2, 3)))
+    resource = ConfigResource("topic", "grow")
+    described = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert described["retention.ms"].value == "3600000"
+    with pytest.raises(KafkaException) as exists:
+        create(admin_via(cluster, 1), NewTopic("grow", 1, 3))
+    assert exists.value.args[0].code() == 36  # TOPIC_ALREADY_EXISTS
+    with pytest.raises(KafkaException) as too_many:
+        create(admin, NewTopic("too-many-replicas", 1, 4))
+    assert too_many.value.args[0].code() == 38  # INVALID_REPLICATION_FACTOR
+    admin.delete_topics(["grow"])["grow"].result(timeout=30)
+    wait_for("'grow' gone everywhere", lambda: all(
+        cluster.metadata(b, ["grow"]).topics[0].error_code == 3 for b in (1, 2, 3)))
+
+
+def test_acks_all_is_refused_below_min_insync_replicas(cluster: Cluster) -> None:
+    create(admin_via(cluster, 1), NewTopic("strict", 1, 3, config={"min.insync.replicas": "3"}))
+    leader = wait_for("a leader", lambda: partitions_of(cluster, 1, "strict").get(0)
+                      and partitions_of(cluster, 1, "strict")[0].leader_id)
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", retries=0, request_timeout_ms=10000)
+    try:
+        assert producer.send("strict", b"all three in sync").get(timeout=30).offset == 0
+        cluster.kill(follower)
+        wait_for("the killed follower leaves the ISR",
+                 lambda: follower not in partitions_of(cluster, leader, "strict")[0].isr_nodes)
+        with pytest.raises(NotEnoughReplicasError):  # error code 19
+            producer.send("strict", b"only two in sync").get(timeout=30)
+    finally:
+        producer.close()
+        cluster.start_node(follower)
+    wait_for("the follower is back in the ISR",
+             lambda: sorted(partitions_of(cluster, leader, "strict")[0].isr_nodes) == [1, 2, 3], timeout=60)
+
+
+def test_clean_shutdown_moves_leadership_first_and_preferred_election_moves_it_back(cluster: Cluster) -> None:
+    admin = admin_via(cluster, 1)
+    create(admin, NewTopic("moves", 3, 3))
+    led_by_2 = wait_for("broker 2 leads something", lambda: len(partitions_of(cluster, 1, "moves")) == 3 and [
+        i for i, p in partitions_of(cluster, 1, "moves").items() if p.leader_id == 2])
+    cluster.stop(2)  # SIGTERM: controlled shutdown
+    parts = partitions_of(cluster, 1, "moves")
+    # Leadership left broker 2 before it exited: no partition is leaderless or led by it now.
+    assert all(p.leader_id in (1, 3) for p in parts.values()), parts
+    cluster.start_node(2)
+    wait_for("broker 2 back in every ISR", lambda: all(
+        2 in p.isr_nodes for p in partitions_of(cluster, 1, "moves").values()), timeout=60)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("moves", i) for i in led_by_2]).result(
+        timeout=30)
+    assert all(error is None for error in result.values()), result
+    wait_for("broker 2 leads its preferred partitions again", lambda: all(
+        partitions_of(cluster, 1, "moves")[i].leader_id == 2 for i in led_by_2))
+
+
+def test_kafka_metadata_quorum_describes_the_controller_and_its_observers(cluster: Cluster) -> None:
+    controller = cluster.nodes[CONTROLLER_ID]
+
+    def status() -> str:
+        run = subprocess.run(
+            ["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
+             "--bootstrap-controller", controller.bootstrap, "describe", "--status"],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        return run.stdout
+
+    text = wait_for("every broker observes the metadata log",
+                    lambda: (out := status()) and all(f'"id": {b}' in out.split("CurrentObservers:")[1]
+                                                      for b in (1, 2, 3)) and out, timeout=60)
+    assert f"LeaderId:               {CONTROLLER_ID}" in text
+    assert f'CurrentVoters:          [{{"id": {CONTROLLER_ID}' in text
