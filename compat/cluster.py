@@ -3,7 +3,8 @@
 ``KafkaCluster`` runs real Apache Kafka 4.3.1 JVMs from the Maven jars (``compat.deps``), and
 ``KbrokerCluster`` runs ``python -m kbroker serve`` processes. Both use one topology (the
 design notes of the replication issue): a controller-only node ``node.id=100`` on 127.0.0.21
-and brokers 1, 2, 3 on 127.0.0.11, .12, .13, each on a port that is free on its own address.
+(or, with ``controllers=3``, a three-voter quorum 100-102 on 127.0.0.21-23) and brokers 1, 2, 3
+on 127.0.0.11, .12, .13, each on a port that is free on its own address.
 Both get the same settings (short heartbeats and sessions so a crashed leader is replaced
 within seconds, RF 3 and ``min.insync.replicas=2`` by default), overridable through ``extra``.
 
@@ -47,6 +48,8 @@ from compat.targets import (
 
 CONTROLLER_ID = 100
 CONTROLLER_HOST = "127.0.0.21"
+# A three-voter controller quorum (``controllers=3``): nodes 100-102 on 127.0.0.21-23.
+CONTROLLER_HOSTS: dict[int, str] = {100: "127.0.0.21", 101: "127.0.0.22", 102: "127.0.0.23"}
 BROKER_HOSTS: dict[int, str] = {1: "127.0.0.11", 2: "127.0.0.12", 3: "127.0.0.13"}
 READY_TIMEOUT_S = 120.0
 
@@ -74,10 +77,9 @@ KAFKA_CONTROLLER_JVM = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredSt
 
 
 def node_settings(
-    node_id: int, host: str, port: int, controller_port: int, log_dir: Path, extra: dict[str, str] | None
+    node_id: int, host: str, port: int, voters: str, log_dir: Path, extra: dict[str, str] | None
 ) -> dict[str, str]:
-    """The ``server.properties`` keys of one node of the topology."""
-    voters = f"{CONTROLLER_ID}@{CONTROLLER_HOST}:{controller_port}"
+    """The ``server.properties`` keys of one node of the topology (``voters``: id@host:port,...)."""
     settings = {
         "node.id": str(node_id),
         "controller.listener.names": "CONTROLLER",
@@ -85,7 +87,7 @@ def node_settings(
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(log_dir),
     }
-    if node_id == CONTROLLER_ID:
+    if node_id in CONTROLLER_HOSTS:
         settings |= {"process.roles": "controller", "listeners": f"CONTROLLER://{host}:{port}"}
     else:
         settings |= {
@@ -158,7 +160,7 @@ class KafkaNode(ClusterNode):
         self.diagnostics = self.server_log  # log4j writes there; stdout stays nearly empty
         self.java = shutil.which("java") or "java"
         self.classpath = kafka_classpath()
-        self.heap = KAFKA_CONTROLLER_JVM if node_id == CONTROLLER_ID else KAFKA_BROKER_JVM
+        self.heap = KAFKA_CONTROLLER_JVM if node_id in CONTROLLER_HOSTS else KAFKA_BROKER_JVM
 
     def java_command(self, *args: str, heap: list[str] | None = None) -> list[str]:
         return [
@@ -203,17 +205,18 @@ class Cluster:
 
     name = "cluster"
 
-    def __init__(self, workdir: Path, extra: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, extra: dict[str, str] | None = None, controllers: int = 1) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        controller_port = free_port(CONTROLLER_HOST)
-        hosts = {CONTROLLER_ID: CONTROLLER_HOST, **BROKER_HOSTS}
+        self.controller_ids = sorted(CONTROLLER_HOSTS)[:controllers]
+        hosts = {**{c: CONTROLLER_HOSTS[c] for c in self.controller_ids}, **BROKER_HOSTS}
+        ports = {node_id: free_port(host) for node_id, host in hosts.items()}
+        voters = ",".join(f"{c}@{CONTROLLER_HOSTS[c]}:{ports[c]}" for c in self.controller_ids)
         self.nodes: dict[int, ClusterNode] = {}
         for node_id, host in hosts.items():
-            port = controller_port if node_id == CONTROLLER_ID else free_port(host)
             node_dir = self.workdir / f"node-{node_id}"
-            settings = node_settings(node_id, host, port, controller_port, node_dir / "data", extra)
-            self.nodes[node_id] = self.make_node(node_dir, node_id, host, port, settings)
+            settings = node_settings(node_id, host, ports[node_id], voters, node_dir / "data", extra)
+            self.nodes[node_id] = self.make_node(node_dir, node_id, host, ports[node_id], settings)
 
     def make_node(self, workdir: Path, node_id: int, host: str, port: int, settings: dict[str, str]) -> ClusterNode:
         raise NotImplementedError
@@ -295,8 +298,9 @@ class Cluster:
             thread.start()
         for thread in threads:
             thread.join(STOP_TIMEOUT_S + 5)
-        if self.nodes[CONTROLLER_ID].is_running():
-            self.nodes[CONTROLLER_ID].stop()
+        for controller in self.controller_ids:
+            if self.nodes[controller].is_running():
+                self.nodes[controller].stop()
 
     def metadata(self, node_id: int, topics: list[str], timeout: float = 2.0) -> Any:
         """A Metadata v12 request to one broker; raises ``OSError`` when it does not answer in time."""
@@ -349,10 +353,10 @@ class KbrokerCluster(Cluster):
         return KbrokerNode(workdir, node_id, host, port, settings)
 
 
-def make_cluster(target: str, workdir: Path, extra: dict[str, str] | None = None) -> Cluster:
+def make_cluster(target: str, workdir: Path, extra: dict[str, str] | None = None, controllers: int = 1) -> Cluster:
     """``KafkaCluster`` for "kafka", ``KbrokerCluster`` for "kbroker"."""
     kinds: dict[str, type[Cluster]] = {"kafka": KafkaCluster, "kbroker": KbrokerCluster}
-    return kinds[target](workdir, extra)
+    return kinds[target](workdir, extra, controllers)
 
 
 # --- a raw Metadata request to one chosen broker ---------------------------------------------------

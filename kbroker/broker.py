@@ -168,7 +168,8 @@ class Broker:
         self.replica_manager.configure_cluster(
             ClusterLinks(source_host=bind_host or None, endpoint=self.lifecycle.endpoint,
                          broker_epoch=lambda: self._lifecycle().broker_epoch,
-                         alter_partition=self.lifecycle.alter_partition),
+                         alter_partition=self.lifecycle.alter_partition,
+                         replica_eligible=self.lifecycle.replica_eligible),
             ReplicationSettings(
                 replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
                 replica_fetch_wait_max_ms=self.config.get_int("replica.fetch.wait.max.ms"),

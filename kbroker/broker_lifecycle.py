@@ -48,12 +48,10 @@ class BrokerLifecycleManager:
         self.broker = broker
         self.config = broker.config
         self.host, self.port = host, port  # this broker's (advertised) inter-broker endpoint
-        _voter_id, controller_host, controller_port = self.config.quorum_voters[0]
-        client_id = f"broker-{broker.node_id}"
-        source = bind_host or None
-        # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.
-        self.control = InterBrokerClient(controller_host, controller_port, source, client_id)
-        self.metadata = InterBrokerClient(controller_host, controller_port, source, client_id + "-metadata")
+        self.voters = {node: (h, p) for node, h, p in self.config.quorum_voters}
+        self.source = bind_host or None
+        self.controller_id = next(iter(self.voters))  # the active controller, as far as we know
+        self._connect()
         self.image = MetadataImage()
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
@@ -87,6 +85,26 @@ class BrokerLifecycleManager:
             await asyncio.sleep(RETRY_BACKOFF_S)
         log.warning("controlled shutdown did not complete within %.0f s", CONTROLLED_SHUTDOWN_TIMEOUT_S)
 
+    def _connect(self) -> None:
+        host, port = self.voters[self.controller_id]
+        client_id = f"broker-{self.broker.node_id}"
+        # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.
+        self.control = InterBrokerClient(host, port, self.source, client_id)
+        self.metadata = InterBrokerClient(host, port, self.source, client_id + "-metadata")
+
+    def _find_controller(self, hint: int | None = None) -> None:
+        """Talk to another voter: the leader a controller named, or the next one in turn."""
+        if hint is None or hint not in self.voters or hint == self.controller_id:
+            if len(self.voters) == 1:
+                return
+            ids = sorted(self.voters)
+            hint = ids[(ids.index(self.controller_id) + 1) % len(ids)]
+        log.info("switching to controller %d", hint)
+        self.control.close()
+        self.metadata.close()
+        self.controller_id = hint
+        self._connect()
+
     def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -109,8 +127,13 @@ class BrokerLifecycleManager:
             try:
                 response = await self.control.request(62, 4, request, timeout_s=10.0)
             except (ConnectionError, TimeoutError) as exc:
-                log.info("registration: controller not reachable yet (%s)", exc)
+                log.info("registration: controller %d not reachable (%s)", self.controller_id, exc)
+                self._find_controller()
                 await asyncio.sleep(RETRY_BACKOFF_S * 5)
+                continue
+            if response.error_code == ErrorCode.not_controller:
+                self._find_controller()
+                await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             if response.error_code == ErrorCode.none:
                 self.broker_epoch = response.broker_epoch
@@ -134,8 +157,13 @@ class BrokerLifecycleManager:
             try:
                 response = await self._heartbeat()
             except (ConnectionError, TimeoutError) as exc:
-                log.warning("heartbeat failed: %s", exc)
-                await asyncio.sleep(interval)
+                log.warning("heartbeat to controller %d failed: %s", self.controller_id, exc)
+                self._find_controller()
+                await asyncio.sleep(min(interval, RETRY_BACKOFF_S))
+                continue
+            if response.error_code == ErrorCode.not_controller:
+                self._find_controller()
+                await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             if response.error_code == ErrorCode.stale_broker_epoch:
                 log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
@@ -174,9 +202,15 @@ class BrokerLifecycleManager:
                 response = await self.metadata.request(1, 12, request, timeout_s=METADATA_FETCH_WAIT_MS / 1000 + 10)
             except (ConnectionError, TimeoutError) as exc:
                 log.debug("metadata fetch failed: %s", exc)
+                self._find_controller()
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             data = response.responses[0].partitions[0]
+            if data.error_code == ErrorCode.not_leader_or_follower:
+                leader = data.current_leader.leader_id
+                self._find_controller(leader if leader >= 0 else None)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
             if data.error_code != ErrorCode.none:
                 log.warning("metadata fetch: %s", ErrorCode(data.error_code).name)
                 await asyncio.sleep(RETRY_BACKOFF_S)
@@ -207,6 +241,14 @@ class BrokerLifecycleManager:
             self.broker.controller.sync_from_image(self.image)
 
     # --- requests for the replication layer ------------------------------------------------
+
+    def replica_eligible(self, broker_id: int, broker_epoch: int) -> bool:
+        """KIP-903: a follower joins an ISR only as the live incarnation the controller knows (a
+        fetch from a previous incarnation, with an older broker epoch, does not count)."""
+        registration = self.image.brokers.get(broker_id)
+        if registration is None or registration.fenced:
+            return False
+        return broker_epoch < 0 or broker_epoch == registration.broker_epoch
 
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         registration = self.image.brokers.get(broker_id)

@@ -1,9 +1,11 @@
 """ControllerNode: the composition root of a node with ``process.roles`` containing controller.
 
-It opens the metadata log (``<metadata.log.dir or first log dir>/__cluster_metadata-0``),
-replays it into the QuorumController, listens on the ``controller.listener.names`` listeners
-with the controller's own handler table, and fences brokers whose sessions expire. The node
-shares ``meta.properties`` (node id, cluster id) with a broker in the same process.
+It opens the metadata log (``<metadata.log.dir or first log dir>/__cluster_metadata-0``) and
+the ``quorum-state`` file, runs this voter's RaftNode over the network (QuorumDriver) with the
+other ``controller.quorum.voters``, and makes the QuorumController active while this node
+leads the quorum. It listens on the ``controller.listener.names`` listeners with the
+controller's own handler table, fences brokers whose sessions expire and rebalances leaders.
+Answers that report a decision wait until the decision is committed (``committed``).
 """
 
 from __future__ import annotations
@@ -11,18 +13,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import time
 
 from kbroker.config import KafkaConfig
 from kbroker.connection import KafkaConnection
 from kbroker.controller_handlers import CONTROLLER_HANDLERS
 from kbroker.dispatcher import Dispatcher
-from kbroker.replication.metadata_image import METADATA_TOPIC
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.quorum_driver import QuorumDriver
+from kbroker.replication.metadata_image import METADATA_TOPIC, decode_batch
 from kbroker.replication.quorum_controller import ControllerSettings, QuorumController
+from kbroker.replication.raft import RaftConfig, RaftNode, RaftRole
+from kbroker.replication.raft_log import FileQuorumState, PartitionRaftLog
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
+
+COMMIT_TIMEOUT_S = 10.0
 
 
 class ControllerNode:
@@ -30,16 +39,15 @@ class ControllerNode:
         self.config = config
         self.node_id = config.node_id
         self.cluster_id = cluster_id
-        voters = config.quorum_voters
-        if [v[0] for v in voters] != [self.node_id] and len(voters) > 1:
-            raise RuntimeError(
-                "controller.quorum.voters: kbroker runs one controller voter for now; "
-                f"got {len(voters)} voters"
-            )
+        self.voters = {node: (host, port) for node, host, port in config.quorum_voters}
+        if self.node_id not in self.voters:
+            raise RuntimeError(f"controller.quorum.voters does not name this node ({self.node_id})")
         metadata_dir = config.get("metadata.log.dir") or config.log_dirs[0]
         self.metadata_dir = os.path.join(metadata_dir, f"{METADATA_TOPIC}-0")
         os.makedirs(self.metadata_dir, exist_ok=True)
         self.metadata_log = PartitionLog(self.metadata_dir, METADATA_TOPIC, 0, LogConfig())
+        self.raft: RaftNode | None = None
+        self.quorum: QuorumDriver | None = None
         self.controller = QuorumController(self.metadata_log, ControllerSettings(
             node_id=self.node_id,
             cluster_id=cluster_id,
@@ -47,17 +55,32 @@ class ControllerNode:
             default_partitions=config.get_int("num.partitions"),
             default_replication_factor=config.get_int("default.replication.factor"),
             broker_default=config.get,
-        ))
+        ), self._propose)
         self.dispatcher = Dispatcher(self, CONTROLLER_HANDLERS)
         self.servers: list[asyncio.Server] = []
         self.bound: list[tuple[str, str, int]] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._committed_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._last_high_watermark = -1
+        self._cluster_id_from_log = False
+
+    def _propose(self, payloads: list[bytes]) -> int | None:
+        assert self.raft is not None
+        return self.raft.propose(payloads)
 
     async def start(self) -> None:
-        # Every record is fsynced (below), so the whole log is trusted, but a torn tail after
-        # a crash is still cut by the CRC scan.
+        # Every entry is fsynced when appended; a torn tail after a crash is cut by the CRC scan.
         self.metadata_log.load(clean_shutdown=False)
-        self.controller.load(int(time.time() * 1000))
+        now_ms = int(time.time() * 1000)
+        self.raft = RaftNode(
+            self.node_id, self.voters, PartitionRaftLog(self.metadata_log), FileQuorumState(self.metadata_dir),
+            random.Random(), RaftConfig(
+                election_timeout_ms=self.config.get_int("controller.quorum.election.timeout.ms"),
+                fetch_timeout_ms=self.config.get_int("controller.quorum.fetch.timeout.ms"),
+                request_timeout_ms=self.config.get_int("controller.quorum.request.timeout.ms"),
+                retry_backoff_ms=self.config.get_int("controller.quorum.retry.backoff.ms"),
+            ), now_ms=now_ms,
+        )
         names = {n.strip().upper() for n in (self.config.get("controller.listener.names") or "").split(",")}
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
@@ -71,19 +94,80 @@ class ControllerNode:
             self.bound.append((name, host, server.sockets[0].getsockname()[1]))
         if not self.servers:
             raise RuntimeError("controller.listener.names names no listener in 'listeners'")
+        self.quorum = QuorumDriver(self.raft, self.voters, self.bound[0][1] or None, self._on_quorum_change)
+        self.quorum.start()
         self._tasks.append(loop.create_task(self._session_loop()))
         if self.config.get_bool("auto.leader.rebalance.enable"):
             self._tasks.append(loop.create_task(self._leader_rebalance_loop()))
+
+    def _on_quorum_change(self) -> None:
+        """After every Raft step: take or give up the active role; release committed waiters."""
+        assert self.raft is not None
+        leading = self.raft.role is RaftRole.LEADER
+        if leading and not self.controller.active:
+            try:
+                self.controller.activate(self.raft.epoch, int(time.time() * 1000))
+            except KafkaError as exc:
+                log.warning("cannot become the active controller: %s", exc)
+        elif not leading and self.controller.active:
+            self.controller.deactivate()
+        high_watermark = self.raft.high_watermark
+        if self._committed_waiters:
+            keep = []
+            for offset, future in self._committed_waiters:
+                if future.done():
+                    continue
+                if not leading:
+                    future.set_exception(KafkaError(ErrorCode.not_controller))
+                elif high_watermark > offset:
+                    future.set_result(None)
+                else:
+                    keep.append((offset, future))
+            self._committed_waiters = keep
+        if not self._cluster_id_from_log and high_watermark > 0:
+            self._adopt_cluster_id()
+        if high_watermark != self._last_high_watermark:
+            self._last_high_watermark = high_watermark
+            self.controller.on_committed()
+
+    def _adopt_cluster_id(self) -> None:
+        """The first active controller wrote the cluster id as the log's first metadata record;
+        every voter answers with that one (a voter's own meta.properties may name another)."""
+        for batch in self.metadata_log.iter_batches():
+            for _offset, record in decode_batch(batch):
+                if record["type"] == "ClusterIdRecord":
+                    self.cluster_id = record["cluster_id"]
+                    self._cluster_id_from_log = True
+                return
+
+    @property
+    def high_watermark(self) -> int:
+        return 0 if self.raft is None else self.raft.high_watermark
+
+    async def committed(self) -> None:
+        """Wait until every decision taken so far is committed by the quorum (NOT_CONTROLLER if
+        this node stops leading first, REQUEST_TIMED_OUT after a while)."""
+        offset = self.controller.image.offset
+        if self.high_watermark > offset:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._committed_waiters.append((offset, future))
+        try:
+            await asyncio.wait_for(future, COMMIT_TIMEOUT_S)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.request_timed_out) from None
 
     async def _session_loop(self) -> None:
         """Fence brokers whose heartbeats stopped (checked a few times per session)."""
         interval = max(self.config.get_int("broker.session.timeout.ms") / 8, 50) / 1000
         while True:
             await asyncio.sleep(interval)
+            if not self.controller.active:
+                continue
             try:
                 self.controller.fence_expired_sessions(int(time.time() * 1000))
-            except OSError as exc:
-                log.error("metadata log write failed: %s", exc)
+            except (OSError, KafkaError) as exc:
+                log.error("fencing expired sessions failed: %s", exc)
 
     async def _leader_rebalance_loop(self) -> None:
         """Preferred replicas take their leadership back (auto.leader.rebalance.enable)."""
@@ -91,12 +175,16 @@ class ControllerNode:
         percentage = self.config.get_int("leader.imbalance.per.broker.percentage")
         while True:
             await asyncio.sleep(interval)
+            if not self.controller.active:
+                continue
             try:
                 self.controller.rebalance_leaders(percentage, int(time.time() * 1000))
-            except OSError as exc:
-                log.error("metadata log write failed: %s", exc)
+            except (OSError, KafkaError) as exc:
+                log.error("leader rebalance failed: %s", exc)
 
     async def stop(self) -> None:
+        if self.quorum is not None:
+            await self.quorum.stop()
         for server in self.servers:
             server.close()
         for task in self._tasks:

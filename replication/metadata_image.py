@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kbroker.protocol.record_builder import build_batch
 from kbroker.protocol.records import iter_records
 
 from .partition_registration import PartitionRegistration
+from .raft import LEADER_CHANGE_PAYLOAD
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed id for the metadata topic
@@ -54,21 +54,16 @@ class TopicImage:
     configs: dict[str, str] = field(default_factory=dict)
 
 
-def encode_records(records: Iterable[MetadataRecord], leader_epoch: int, now_ms: int) -> bytes:
-    """One record batch holding the records (offsets are assigned when appended)."""
-    batch = bytearray(build_batch(
-        [(None, json.dumps(r, separators=(",", ":"), sort_keys=True).encode()) for r in records],
-        base_timestamp=now_ms,
-    ))
-    # partitionLeaderEpoch at byte 12: the controller epoch that wrote the batch
-    batch[12:16] = leader_epoch.to_bytes(4, "big", signed=True)
-    return bytes(batch)
+def encode_record(record: MetadataRecord) -> bytes:
+    """One metadata record as the value of one record of the metadata log."""
+    return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
 
 
 def decode_batch(batch: bytes | memoryview) -> Iterator[tuple[int, MetadataRecord]]:
-    """(offset, record) for every record of a metadata log batch."""
+    """(offset, record) for every metadata record of a metadata log batch (the quorum's own
+    LeaderChange entries are skipped)."""
     for record in iter_records(batch):
-        if record.value is not None:
+        if record.value is not None and record.value != LEADER_CHANGE_PAYLOAD:
             yield record.offset, json.loads(record.value)
 
 

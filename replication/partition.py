@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import HEADER_SIZE, read_header
@@ -57,6 +58,7 @@ class Partition:
         self.pending_isr: list[int] | None = None  # an AlterPartition in flight proposes this ISR
         self.lag_time_max_ms = DEFAULT_LAG_TIME_MAX_MS
         self.alter_partition: AlterPartition | None = None
+        self.replica_eligible: Callable[[int, int], bool] | None = None
         self._waiters: set[asyncio.Future[None]] = set()
         self._commit_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = []
         self._alter_task: asyncio.Task[None] | None = None  # held: the loop keeps only weak references
@@ -182,9 +184,13 @@ class Partition:
         # leader's epoch (so it has truncated any divergent tail).
         if (self.alter_partition is None or self.pending_isr is not None or state.broker_id in self.isr
                 or state.log_end_offset < self.high_watermark
-                or state.log_end_offset < self.leader_epoch_start_offset):
+                or state.log_end_offset < self.leader_epoch_start_offset
+                or not self._is_eligible(state)):
             return
         self._propose_isr(sorted([*self.isr, state.broker_id]))
+
+    def _is_eligible(self, state: ReplicaState) -> bool:
+        return self.replica_eligible is None or self.replica_eligible(state.broker_id, state.broker_epoch)
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
         """Propose dropping followers not caught up within replica.lag.time.max.ms."""
@@ -266,9 +272,9 @@ class Partition:
         new_hw = self.log_end_offset
         maximal = self.maximal_isr
         for replica, state in self.remote_replicas.items():
-            if state.log_end_offset < new_hw and (
-                replica in maximal or state.is_caught_up(self.log_end_offset, now_ms, self.lag_time_max_ms)
-            ):
+            if state.log_end_offset < new_hw and (replica in maximal or (
+                state.is_caught_up(self.log_end_offset, now_ms, self.lag_time_max_ms) and self._is_eligible(state)
+            )):
                 new_hw = state.log_end_offset
         if new_hw <= self.high_watermark:
             return False

@@ -13,8 +13,8 @@ broker from an ISR never empties it: the last member stays, as in KRaft. With EL
 that leave an ISR already below ``min.insync.replicas`` keep their claim as ELR members.
 Brokers are fenced when their heartbeats stop for ``broker.session.timeout.ms`` or when they
 finish a controlled shutdown; a fenced broker leads nothing.
-Deviation: one controller voter for now (the Raft quorum core is replication/raft.py and is
-not wired to the network yet).
+The metadata log is replicated by the controller quorum (replication/raft.py, driven over the
+network by kbroker/quorum_driver.py); only the quorum's leader runs these decisions.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from .metadata_image import (
     MetadataRecord,
     TopicImage,
     decode_batch,
-    encode_records,
+    encode_record,
     partition_record,
 )
 from .partition_registration import NO_LEADER, PartitionRegistration
@@ -61,11 +61,18 @@ class ControllerSettings:
 
 
 class QuorumController:
-    def __init__(self, metadata_log: PartitionLog, settings: ControllerSettings) -> None:
+    """Active only on the quorum's Raft leader (``activate``); decisions are proposed to Raft,
+    applied to the image at once (the leader's log is authoritative), and answered to brokers
+    once committed (the controller node waits for the high watermark)."""
+
+    def __init__(self, metadata_log: PartitionLog, settings: ControllerSettings,
+                 propose: Callable[[list[bytes]], int | None]) -> None:
         self.log = metadata_log
         self.settings = settings
+        self.propose = propose
         self.image = MetadataImage()
         self.epoch = 0
+        self.active = False
         self._last_heartbeat_ms: dict[int, int] = {}
         # broker id -> (metadata offset it fetched from, when): DescribeQuorum's observers
         self.observers: dict[int, tuple[int, int]] = {}
@@ -73,44 +80,59 @@ class QuorumController:
 
     # --- the metadata log -----------------------------------------------------------------
 
-    def load(self, now_ms: int) -> None:
-        """Replay the metadata log, then start a new controller epoch."""
+    def activate(self, epoch: int, now_ms: int) -> None:
+        """This node leads the quorum at ``epoch``: rebuild the image from the whole log."""
+        self.image = MetadataImage()
         for batch in self.log.iter_batches():
             for offset, record in decode_batch(batch):
                 self.image.apply(offset, record)
-        self.epoch = max(self.log.leader_epoch_cache.latest_epoch, 0) + 1
-        records: list[MetadataRecord] = []
+        self.epoch = epoch
+        self.active = True
         if not self.image.cluster_id:
-            records.append({"type": "ClusterIdRecord", "cluster_id": self.settings.cluster_id})
-        records.append({"type": "LeaderChangeRecord", "leader_id": self.settings.node_id, "epoch": self.epoch})
-        self._commit(records, now_ms)
-        # Live brokers get a full session from now: the heartbeats they sent a previous
-        # controller incarnation were not seen by this one.
+            self._commit([{"type": "ClusterIdRecord", "cluster_id": self.settings.cluster_id}], now_ms)
+        # Live brokers get a full session from now: the heartbeats they sent another
+        # controller were not seen by this one.
         for broker in self.image.brokers.values():
             self._last_heartbeat_ms[broker.broker_id] = now_ms
         log.info("controller %d active at epoch %d, metadata offset %d",
                  self.settings.node_id, self.epoch, self.image.offset)
 
+    def deactivate(self) -> None:
+        if self.active:
+            log.info("controller %d is no longer the active controller", self.settings.node_id)
+        self.active = False
+        self.on_committed()  # long-polling fetches return (with NOT_LEADER_OR_FOLLOWER)
+
     def _commit(self, records: Sequence[MetadataRecord], now_ms: int) -> int:
         if not records:
             return self.image.offset
-        batch = encode_records(records, self.epoch, now_ms)
-        info = self.log.append_as_leader(memoryview(bytearray(batch)), self.epoch, now_ms)
-        self.log.flush(now_ms)  # a decision is durable before anyone acts on it
-        for offset, record in enumerate(records, info.first_offset):
+        if not self.active:
+            raise KafkaError(ErrorCode.not_controller)
+        last = self.propose([encode_record(r) for r in records])
+        if last is None:
+            self.deactivate()
+            raise KafkaError(ErrorCode.not_controller)
+        for offset, record in enumerate(records, last - len(records) + 1):
             self.image.apply(offset, record)
+        return last
+
+    def _require_active(self) -> None:
+        if not self.active:
+            raise KafkaError(ErrorCode.not_controller)
+
+    def on_committed(self) -> None:
+        """The high watermark moved: release long-polling metadata fetches."""
         waiters, self._waiters = self._waiters, set()
         for future in waiters:
             if not future.done():
                 future.set_result(None)
-        return info.last_offset
 
     @staticmethod
     def now_ms() -> int:
         return int(time.time() * 1000)
 
     def wait_for_records(self) -> asyncio.Future[None]:
-        """Completed when the next records are committed (metadata fetches long-poll on it)."""
+        """Completed when more records are committed (metadata fetches long-poll on it)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.add(future)
         future.add_done_callback(self._waiters.discard)
@@ -121,6 +143,7 @@ class QuorumController:
     def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int, rack: str | None,
                         now_ms: int) -> int:
         """Register (or re-register after a restart); returns the new broker epoch."""
+        self._require_active()
         current = self.image.brokers.get(broker_id)
         if (current is not None and current.incarnation_id != incarnation_id and not current.fenced
                 and now_ms - self._last_heartbeat_ms.get(broker_id, 0) < self.settings.session_timeout_ms):
@@ -144,6 +167,7 @@ class QuorumController:
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
                   want_shutdown: bool, now_ms: int) -> tuple[bool, bool, bool]:
         """(is_caught_up, is_fenced, should_shut_down), as BrokerHeartbeat answers."""
+        self._require_active()
         broker = self.image.brokers.get(broker_id)
         if broker is None or broker.broker_epoch != broker_epoch:
             raise KafkaError(ErrorCode.stale_broker_epoch, f"Expected broker epoch for {broker_id} is stale")
@@ -236,6 +260,7 @@ class QuorumController:
                       now_ms: int) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
         """ElectLeaders: 0 = preferred (the first replica, if live and in sync), 1 = unclean (a
         partition without a leader takes any live replica). ``None`` means every partition."""
+        self._require_active()
         if wanted is None:
             wanted = [(t.name, i) for t in self.image.topics.values() for i in t.partitions]
         live = {b.broker_id for b in self.image.live_brokers()}
@@ -308,6 +333,7 @@ class QuorumController:
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, index: int,
                         leader_epoch: int, partition_epoch: int, new_isr: Sequence[int],
                         now_ms: int) -> PartitionRegistration:
+        self._require_active()
         broker = self.image.brokers.get(broker_id)
         if broker is None or (broker_epoch != -1 and broker.broker_epoch != broker_epoch):
             raise KafkaError(ErrorCode.stale_broker_epoch)
@@ -346,6 +372,7 @@ class QuorumController:
                      assignments: Mapping[int, Sequence[int]], configs: Mapping[str, str],
                      validate_only: bool, now_ms: int) -> TopicImage:
         """Validate (the caller has checked the name and config values) and create."""
+        self._require_active()
         if name in self.image.topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if assignments:
@@ -381,6 +408,7 @@ class QuorumController:
 
     def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]],
                           validate_only: bool, now_ms: int) -> None:
+        self._require_active()
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
@@ -404,6 +432,7 @@ class QuorumController:
         ], now_ms)
 
     def delete_topic(self, name: str, now_ms: int) -> TopicImage:
+        self._require_active()
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
@@ -414,6 +443,7 @@ class QuorumController:
     def set_configs(self, resource_type: int, resource_name: str, values: Mapping[str, str | None],
                     now_ms: int) -> None:
         """Set (or, with None, delete) config keys of a topic or broker resource."""
+        self._require_active()
         if resource_type == TOPIC_RESOURCE and resource_name not in self.image.topics:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{resource_name}' does not exist.")
         self._commit([
@@ -423,6 +453,7 @@ class QuorumController:
         ], now_ms)
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int, now_ms: int) -> tuple[int, int]:
+        self._require_active()
         broker = self.image.brokers.get(broker_id)
         if broker is None or broker.broker_epoch != broker_epoch:
             raise KafkaError(ErrorCode.stale_broker_epoch)

@@ -250,6 +250,10 @@ class RaftNode:
     def log(self) -> RaftLog:
         return self._log
 
+    def voter_progress(self) -> dict[int, tuple[int, int]]:
+        """Leader only: each other voter's (log end offset, last fetch time) as last seen."""
+        return {v: (r.end_offset, r.last_fetch_ms) for v, r in self._replicas.items()}
+
     # -- inputs ----------------------------------------------------------------------------------------
 
     def propose(self, payloads: list[bytes]) -> int | None:

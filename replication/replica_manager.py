@@ -110,6 +110,7 @@ class ReplicaManager:
     def _configure_partition(self, partition: Partition) -> None:
         if self.links is not None:
             partition.alter_partition = self.links.alter_partition
+            partition.replica_eligible = self.links.replica_eligible
             partition.lag_time_max_ms = self.settings.replica_lag_time_max_ms
 
     async def start(self) -> None:

@@ -36,3 +36,6 @@ class ClusterLinks:
     endpoint: Callable[[int], tuple[str, int] | None]  # broker id -> inter-broker (host, port)
     broker_epoch: Callable[[], int]
     alter_partition: AlterPartition
+    # Kafka's isReplicaIsrEligible (KIP-903): (broker id, broker epoch its fetch carried) -> may it
+    # join an ISR (registered with that epoch, not fenced, not shutting down)? None: always.
+    replica_eligible: Callable[[int, int], bool] | None = None

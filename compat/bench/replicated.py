@@ -52,7 +52,7 @@ class Scale:
     warmup_seconds: float = 4.0  # untimed, at the same rate, before the timed records
     throughput_bytes: int = 128 << 20  # per throughput run
     idle_seconds: float = 30.0  # P6 idle-CPU window
-    timeout: float = 600.0  # per client process
+    timeout: float = 300.0  # per client process
 
     @classmethod
     def smoke(cls) -> Scale:
@@ -303,30 +303,37 @@ def main(argv: list[str] | None = None) -> int:
     started, wall0 = time.strftime("%Y-%m-%d %H:%M:%S %Z"), time.perf_counter()
     samples: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="kbroker-repl-bench-", dir=args.workdir) as tmp:
-        step = 0
-        for run in range(runs):
-            for workload in workloads:
-                order = targets if step % 2 == 0 else targets[::-1]
-                step += 1
-                samples += [run_workload(name, workload, run, scale, Path(tmp), log) for name in order]
         desc = machine(Path(tmp))
+        for run in range(runs):
+            for index, workload in enumerate(workloads):
+                # each workload alternates which cluster goes first from run to run
+                order = targets if (run + index) % 2 == 0 else targets[::-1]
+                samples += [run_workload(name, workload, run, scale, Path(tmp), log) for name in order]
+                # results so far, so an interrupted run still leaves its figures behind
+                text = write(args.out, samples, scale, runs, desc, started, time.perf_counter() - wall0, argv)
+    log(text.split("\n## Per run")[0])
+    log(f"wrote {args.out / 'replicated.md'}, {args.out / 'replicated.json'}")
+    return 1 if any("error" in s for s in samples) else 0
+
+
+def write(out: Path, samples: list[dict[str, Any]], scale: Scale, runs: int, desc: dict[str, object],
+          started: str, seconds: float, argv: list[str] | None) -> str:
+    """Write replicated.json and replicated.md into ``out``; returns the markdown."""
     meta = {
         "command": "python -m compat.bench.replicated " + " ".join(sys.argv[1:] if argv is None else argv),
-        "started": started, "duration_s": round(time.perf_counter() - wall0, 1), "runs": runs,
+        "started": started, "duration_s": round(seconds, 1), "runs": runs,
         "scale": ", ".join(f"{k}={v}" for k, v in asdict(scale).items()),
         "machine": {**desc, "kafka": "Apache Kafka 4.3.1 (Maven jars), compat/cluster.py: brokers -Xmx512m "
                     "SerialGC C1-only, controller -Xmx256m"},
         "notes": NOTES,
     }
     rows = table(samples)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "replicated.json").write_text(json.dumps({"meta": meta, "table": rows, "samples": samples},
-                                                         indent=1) + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "replicated.json").write_text(json.dumps({"meta": meta, "table": rows, "samples": samples},
+                                                    indent=1) + "\n")
     text = markdown(rows, samples, meta)
-    (args.out / "replicated.md").write_text(text)
-    log(text.split("\n## Per run")[0])
-    log(f"wrote {args.out / 'replicated.md'}, {args.out / 'replicated.json'}")
-    return 1 if any("error" in s for s in samples) else 0
+    (out / "replicated.md").write_text(text)
+    return text
 
 
 NOTES = [

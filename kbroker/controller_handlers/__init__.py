@@ -1,7 +1,9 @@
 """The APIs a controller node answers on its controller listener (one module per API).
 
 Brokers register and heartbeat here, follow the metadata log with Fetch, report ISR changes
-with AlterPartition, forward topic and config changes, and take producer id blocks. A
+with AlterPartition, forward topic and config changes, and take producer id blocks; voters
+exchange Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch to replicate the metadata log.
+A controller that is not the quorum's leader answers brokers NOT_CONTROLLER. A
 controller node answers nothing else: a client pointed at it sees these APIs in ApiVersions.
 """
 
@@ -14,6 +16,7 @@ from kbroker.handlers import api_versions
 from . import (
     allocate_producer_ids,
     alter_partition,
+    begin_quorum_epoch,
     broker_heartbeat,
     broker_registration,
     create_partitions,
@@ -22,15 +25,17 @@ from . import (
     describe_cluster,
     describe_quorum,
     elect_leaders,
+    end_quorum_epoch,
     incremental_alter_configs,
     metadata_fetch,
+    vote,
 )
 
 CONTROLLER_HANDLERS: dict[int, ModuleType] = {
     m.API_KEY: m
     for m in (
-        api_versions, allocate_producer_ids, alter_partition, broker_heartbeat, broker_registration,
-        create_partitions, create_topics, delete_topics, describe_cluster, describe_quorum, elect_leaders,
-        incremental_alter_configs, metadata_fetch,
+        api_versions, allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat,
+        broker_registration, create_partitions, create_topics, delete_topics, describe_cluster, describe_quorum,
+        elect_leaders, end_quorum_epoch, incremental_alter_configs, metadata_fetch, vote,
     )
 }

@@ -23,6 +23,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
     try:
         start, length = node.controller.allocate_producer_ids(
             request.broker_id, request.broker_epoch, int(time.time() * 1000))
+        await node.committed()
     except KafkaError as exc:
         return build(m.AllocateProducerIdsResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
                      producer_id_start=-1, producer_id_len=0)

@@ -37,6 +37,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                     request.broker_id, request.broker_epoch, topic.topic_id, p.partition_index, p.leader_epoch,
                     p.partition_epoch, new_isr, now_ms,
                 )
+                await node.committed()  # the leader acts on the new ISR: it must be durable first
             except KafkaError as exc:
                 partitions.append(build(m.PartitionData, partition_index=p.partition_index, error_code=exc.code,
                                         leader_id=-1, leader_epoch=-1, isr=(), leader_recovery_state=0,

@@ -27,6 +27,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             request.broker_id, request.broker_epoch, request.current_metadata_offset, request.want_fence,
             request.want_shut_down, int(time.time() * 1000),
         )
+        await node.committed()
     except KafkaError as exc:
         return build(m.BrokerHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
                      is_caught_up=False, is_fenced=True, should_shut_down=False)

@@ -2,8 +2,8 @@
 
 The broker epoch is the metadata offset of the registration record, so a restarted broker
 always gets a higher epoch (KIP-903). A second live incarnation of the same node id is refused
-with DUPLICATE_BROKER_REGISTRATION until the old one's session expires. A wrong cluster id gets
-INCONSISTENT_CLUSTER_ID. The broker's address is its inter-broker listener.
+with DUPLICATE_BROKER_REGISTRATION until the old one's session expires. A cluster id other than
+the metadata log's gets INCONSISTENT_CLUSTER_ID. The broker's address is its inter-broker listener.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
     node = ctx.broker
     m = response_module(API_KEY, ctx.api_version)
     epoch, error = -1, ErrorCode.none
-    if request.cluster_id != node.cluster_id:
+    if request.cluster_id != node.controller.image.cluster_id and node.controller.active:
         error = ErrorCode.inconsistent_cluster_id
     else:
         listener = request.listeners[0] if request.listeners else None
@@ -38,6 +38,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 request.broker_id, str(request.incarnation_id), listener.host, listener.port, request.rack,
                 int(time.time() * 1000),
             )
+            await node.committed()
         except KafkaError as exc:
             error = exc.code
     return build(m.BrokerRegistrationResponse, throttle_time=NO_THROTTLE, error_code=error,

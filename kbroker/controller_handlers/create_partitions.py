@@ -23,6 +23,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             assignments = [list(a.broker_ids) for a in topic.assignments or ()]
             node.controller.create_partitions(topic.name, topic.count, assignments, request.validate_only,
                                               int(time.time() * 1000))
+            await node.committed()
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(build(m.CreatePartitionsTopicResult, name=topic.name, error_code=error,

@@ -42,6 +42,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 topic.name, topic.num_partitions, topic.replication_factor, assignments, configs,
                 request.validate_only, now_ms,
             )
+            await node.committed()
             topic_id = created.topic_id
             if created.partitions:
                 partitions = len(created.partitions)

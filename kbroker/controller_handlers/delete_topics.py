@@ -22,6 +22,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
         error, message, topic_id = ErrorCode.none, None, None
         try:
             topic_id = node.controller.delete_topic(name or "", int(time.time() * 1000)).topic_id
+            await node.committed()
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id, error_code=error,

@@ -1,9 +1,10 @@
 """DescribeQuorum (key 55), v0–2: the metadata quorum as ``kafka-metadata-quorum`` shows it.
 
-The leader (this controller), its epoch and high watermark, the voters and the observers
-(brokers following the metadata log) with the log end offset each last fetched from and when.
-v2 adds the voters' endpoints. Anything but ``__cluster_metadata`` partition 0 is
-UNKNOWN_TOPIC_OR_PARTITION. Deviation: one voter (see quorum_controller.py).
+From this voter's Raft state: the leader, its epoch and high watermark, the voters with the
+log end offset each last fetched from and when (known on the leader; a follower reports only
+itself), and the observers (brokers following the metadata log, as seen by the leader). v2
+adds the voters' endpoints. Anything but ``__cluster_metadata`` partition 0 is
+UNKNOWN_TOPIC_OR_PARTITION; Kafka asks the leader, and so does kafka-metadata-quorum.
 """
 
 from __future__ import annotations
@@ -21,14 +22,18 @@ MAX_VERSION = 2
 async def handle(ctx: RequestContext, request: object) -> object:
     node = ctx.broker
     m = response_module(API_KEY, ctx.api_version)
-    controller = node.controller
-    end = controller.log.log_end_offset
-    now_ms = controller.now_ms()
+    raft = node.raft
+    end = raft.log.end_offset
+    now_ms = node.controller.now_ms()
 
     def state(replica_id: int, offset: int, fetched_ms: int) -> object:
         return build(m.ReplicaState, replica_id=replica_id, replica_directory_id=None, log_end_offset=offset,
                      last_fetch_timestamp=fetched_ms, last_caught_up_timestamp=fetched_ms if offset >= end else -1)
 
+    progress = raft.voter_progress()
+    voters = [state(node.node_id, end, now_ms)]
+    voters += [state(v, *progress[v]) if v in progress else state(v, -1, -1)
+               for v in sorted(node.voters) if v != node.node_id]
     topics = []
     for topic in request.topics:
         partitions = []
@@ -40,15 +45,16 @@ async def handle(ctx: RequestContext, request: object) -> object:
                     observers=()))
                 continue
             observers = tuple(state(broker_id, offset, fetched_ms)
-                              for broker_id, (offset, fetched_ms) in sorted(controller.observers.items()))
+                              for broker_id, (offset, fetched_ms) in sorted(node.controller.observers.items()))
             partitions.append(build(
                 m.PartitionData, partition_index=0, error_code=ErrorCode.none, error_message=None,
-                leader_id=node.node_id, leader_epoch=controller.epoch, high_watermark=end,
-                current_voters=(state(node.node_id, end, now_ms),), observers=observers))
+                leader_id=raft.leader_id if raft.leader_id is not None else -1, leader_epoch=raft.epoch,
+                high_watermark=raft.high_watermark, current_voters=tuple(voters), observers=observers))
         topics.append(build(m.TopicData, topic_name=topic.topic_name, partitions=tuple(partitions)))
     nodes: tuple = ()
     if ctx.api_version >= 2:
-        nodes = (build(m.Node, node_id=node.node_id, listeners=tuple(
-            build(m.Listener, name=name, host=host, port=port) for name, host, port in node.bound)),)
+        nodes = tuple(
+            build(m.Node, node_id=voter, listeners=(build(m.Listener, name="CONTROLLER", host=host, port=port),))
+            for voter, (host, port) in sorted(node.voters.items()))
     return build(m.DescribeQuorumResponse, error_code=ErrorCode.none, error_message=None, topics=tuple(topics),
                  nodes=nodes)

@@ -12,7 +12,7 @@ import time
 
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
-from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -26,7 +26,12 @@ async def handle(ctx: RequestContext, request: object) -> object:
     wanted = None
     if request.topic_partitions is not None:
         wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
-    results = node.controller.elect_leaders(election_type, wanted, int(time.time() * 1000))
+    try:
+        results = node.controller.elect_leaders(election_type, wanted, int(time.time() * 1000))
+        await node.committed()
+    except KafkaError as exc:
+        return build(m.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
+                     replica_election_results=())
     by_topic: dict[str, list[object]] = {}
     for (topic, index), (error, message) in results.items():
         by_topic.setdefault(topic, []).append(

@@ -33,6 +33,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             if not request.validate_only:
                 node.controller.set_configs(resource.resource_type, resource.resource_name, values,
                                             int(time.time() * 1000))
+                await node.committed()
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(build(m.AlterConfigsResourceResponse, error_code=error, error_message=message,

@@ -1,9 +1,11 @@
-"""Fetch (key 1), v12–13 by name, on the controller: brokers follow the metadata log.
+"""Fetch (key 1), v12 by name, on a controller: the metadata log's replication.
 
-Brokers are observers of ``__cluster_metadata`` partition 0 (KRaft): they fetch from their
-last applied offset and the controller answers with whole record batches up to its high
-watermark, waiting up to max_wait for new records (a future, completed by the next commit).
-A fetch below the log start or for anything else gets the Kafka error for it.
+A fetch from another voter (its replica id is in controller.quorum.voters) is Raft's own
+replication and goes to the RaftNode. Any other fetcher is an observer — a broker following the
+metadata log (KRaft): the leader answers with whole record batches below the quorum's high
+watermark (committed decisions only), waiting up to max_wait for more; a controller that does
+not lead answers NOT_LEADER_OR_FOLLOWER with the leader it knows (current_leader), so the
+broker moves to it. A fetch below the log start or past its end is OFFSET_OUT_OF_RANGE.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ MAX_VERSION = 12
 
 
 def _read(node: object, offset: int, max_bytes: int) -> tuple[ErrorCode, bytes]:
+    if not node.controller.active:
+        return ErrorCode.not_leader_or_follower, b""
     metadata_log = node.controller.log
+    committed = node.high_watermark
     if offset > metadata_log.log_end_offset or offset < metadata_log.log_start_offset:
         return ErrorCode.offset_out_of_range, b""
-    piece = metadata_log.read(offset, max_bytes, metadata_log.log_end_offset, True)
+    piece = metadata_log.read(offset, max_bytes, committed, True)
     if piece is None:
         return ErrorCode.none, b""
     return ErrorCode.none, piece.segment.read_bytes(piece.position, piece.length)
@@ -32,20 +37,23 @@ def _read(node: object, offset: int, max_bytes: int) -> tuple[ErrorCode, bytes]:
 
 async def handle(ctx: RequestContext, request: object) -> object:
     node = ctx.broker
+    if request.replica_id in node.voters:
+        return node.quorum.handle_request(API_KEY, request)
     m = response_module(API_KEY, ctx.api_version)
     wanted = [(t.topic, p) for t in request.topics for p in t.partitions]
-    metadata = [(t, p) for t, p in wanted if t == METADATA_TOPIC and p.partition == 0]
+    metadata = [p for t, p in wanted if t == METADATA_TOPIC and p.partition == 0]
     if metadata and request.replica_id >= 0:
-        node.controller.observers[request.replica_id] = (metadata[0][1].fetch_offset, node.controller.now_ms())
+        node.controller.observers[request.replica_id] = (metadata[0].fetch_offset, node.controller.now_ms())
     if len(metadata) == 1 and request.max_wait.total_seconds() > 0:
-        _topic, p = metadata[0]
-        error, data = _read(node, p.fetch_offset, p.partition_max_bytes)
+        error, data = _read(node, metadata[0].fetch_offset, metadata[0].partition_max_bytes)
         if not error and not data:
-            waiter = node.controller.wait_for_records()
             try:
-                await asyncio.wait_for(waiter, request.max_wait.total_seconds())
+                await asyncio.wait_for(node.controller.wait_for_records(), request.max_wait.total_seconds())
             except TimeoutError:
                 pass
+    raft = node.raft
+    leader = build(m.LeaderIdAndEpoch, leader_id=raft.leader_id if raft.leader_id is not None else -1,
+                   leader_epoch=raft.epoch)
     topics = []
     for topic in request.topics:
         partitions = []
@@ -54,11 +62,11 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 error, data = _read(node, p.fetch_offset, p.partition_max_bytes)
             else:
                 error, data = ErrorCode.unknown_topic_or_partition, b""
-            end = node.controller.log.log_end_offset
             partitions.append(build(
-                m.PartitionData, partition_index=p.partition, error_code=error, high_watermark=end,
-                last_stable_offset=end, log_start_offset=node.controller.log.log_start_offset,
-                aborted_transactions=None, preferred_read_replica=-1, records=data or None,
+                m.PartitionData, partition_index=p.partition, error_code=error, high_watermark=node.high_watermark,
+                last_stable_offset=node.high_watermark, log_start_offset=node.controller.log.log_start_offset,
+                current_leader=leader, aborted_transactions=None, preferred_read_replica=-1,
+                records=data or None,
             ))
         topics.append(build(m.FetchableTopicResponse, topic=topic.topic, partitions=tuple(partitions)))
     return build(m.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0,

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kbroker.broker import Broker
 from kbroker.config import KafkaConfig
+from kbroker.meta_properties import init_log_dirs
 from tests.broker_process import BrokerProcess
 from tests.end_to_end.test_crash_safety import wait_for_partitions
 
@@ -147,7 +148,7 @@ def test_consume_transform_produce_commits_offsets_with_the_output(tmp_path) -> 
 
 async def _offsets_on_disk(data_dir: str, group: str) -> dict:
     broker = Broker(KafkaConfig.load(overrides=[f"log.dirs={data_dir}"]))
-    broker._init_log_dirs()
+    broker.cluster_id = init_log_dirs(broker.log_dirs, broker.node_id, invent_cluster_id=True)
     broker.controller.load()
     broker.log_manager.startup()
     broker.controller.activate_partitions()

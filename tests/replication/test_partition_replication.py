@@ -11,6 +11,7 @@ import asyncio
 import os
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 from kbroker.protocol.errors import ErrorCode
@@ -41,9 +42,9 @@ def leader_node(tmp_path, replicas: list[int], **config: int) -> tuple[StandInCo
 
 
 async def follower_fetch(node: ReplicaNode, replica_id: int, offset: int, last_fetched_epoch: int = -1,
-                         current_leader_epoch: int = -1):
+                         current_leader_epoch: int = -1, broker_epoch: int = 1):
     request = FetchRequestPartition("t", 0, offset, 1 << 20, current_leader_epoch, last_fetched_epoch)
-    results = await node.replica_manager.fetch([request], 0, 1, 1 << 20, 0, FetchParams(replica_id, 1))
+    results = await node.replica_manager.fetch([request], 0, 1, 1 << 20, 0, FetchParams(replica_id, broker_epoch))
     return results[0]
 
 
@@ -172,6 +173,28 @@ def test_isr_shrinks_after_lag_time_and_expands_when_caught_up(tmp_path):
         await settle()
         assert partition.isr == [1, 3] and partition.partition_epoch == 4
         assert controller.alter_requests == [("t", 0, [1, 2]), ("t", 0, [1]), ("t", 0, [1, 3])]
+
+    asyncio.run(scenario())
+
+
+def test_only_an_eligible_follower_joins_the_isr(tmp_path):
+    async def scenario() -> None:
+        controller = StandInController()
+        node = ReplicaNode(1, "127.0.0.1", str(tmp_path / "n1"), LogConfig())
+        controller.nodes[1] = node
+        # KIP-903: the broker epoch the follower's fetch carries must be the one it registered with.
+        links = replace(controller.links(node), replica_eligible=lambda broker, epoch: (broker, epoch) == (2, 7))
+        node.replica_manager.configure_cluster(links, SETTINGS)
+        controller.create("t", [1, 2])
+        controller.registrations[("t", 0)] = PartitionRegistration((1, 2), (1,), 1, 0, 1)
+        controller.publish("t", 0)
+        partition = node.partition("t")
+        await follower_fetch(node, 2, 0, broker_epoch=6)  # a restarted broker's stale epoch
+        assert partition.pending_isr is None
+        await follower_fetch(node, 2, 0, broker_epoch=7)
+        assert partition.pending_isr == [1, 2]
+        await settle()
+        assert partition.isr == [1, 2]
 
     asyncio.run(scenario())
 

@@ -1,7 +1,9 @@
 """QuorumController: Kafka's election, fencing and ISR rules, decided into a real metadata log.
 
 Every test replays the controller's metadata log into a fresh MetadataImage at the end and
-checks it matches the controller's own image: decisions live in the log, nowhere else.
+checks it matches the controller's own image: decisions live in the log, nowhere else. The
+controller proposes straight into the on-disk Raft log (a one-voter quorum commits at once);
+the quorum itself is tested in test_raft*.py and, over the network, in the cluster tests.
 """
 
 from __future__ import annotations
@@ -13,22 +15,24 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.metadata_image import MetadataImage, decode_batch
 from kbroker.replication.partition_registration import NO_LEADER
 from kbroker.replication.quorum_controller import ControllerSettings, QuorumController
+from kbroker.replication.raft_log import PartitionRaftLog
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
 
 SESSION_MS = 2000
 
 
-def make_controller(tmp_path, **defaults: str) -> QuorumController:
-    plog = PartitionLog(str(tmp_path / "__cluster_metadata-0"), "__cluster_metadata", 0, LogConfig())
+def make_controller(tmp_path, epoch: int = 1, **defaults: str) -> QuorumController:
     (tmp_path / "__cluster_metadata-0").mkdir(exist_ok=True)
+    plog = PartitionLog(str(tmp_path / "__cluster_metadata-0"), "__cluster_metadata", 0, LogConfig())
     plog.load(clean_shutdown=False)
+    raft_log = PartitionRaftLog(plog)
     settings = ControllerSettings(
         node_id=100, cluster_id="test-cluster", session_timeout_ms=SESSION_MS, default_partitions=1,
         default_replication_factor=3, broker_default={"min.insync.replicas": "2", **defaults}.get,
     )
-    controller = QuorumController(plog, settings)
-    controller.load(now_ms=0)
+    controller = QuorumController(plog, settings, lambda payloads: raft_log.append(epoch, payloads))
+    controller.activate(epoch, now_ms=0)
     return controller
 
 
@@ -200,7 +204,7 @@ def test_a_restarted_controller_rebuilds_everything_from_its_log(tmp_path):
     controller.delete_topic("t", 1)
     controller.create_topic("u", 1, 3, {}, {}, False, 2)
     controller.log.close()
-    again = make_controller(tmp_path)
+    again = make_controller(tmp_path, epoch=2)
     assert set(again.image.topics) == {"u"}
     assert again.epoch == controller.epoch + 1
     assert again.image.cluster_id == "test-cluster"

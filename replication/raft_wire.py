@@ -1,0 +1,165 @@
+"""The controller quorum's messages on Kafka's wire: RaftMessage values to and from kio entities.
+
+Vote (52), BeginQuorumEpoch (53) and EndQuorumEpoch (54) at v0, and Fetch (1) at v12 naming
+``__cluster_metadata`` partition 0 with the fetcher's replica id — the requests KRaft voters
+exchange. Entries travel as record batches (one per epoch run) whose partition leader epoch is
+the Raft epoch. The Raft correlation id of a Fetch is carried by the caller, not the message.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import Any
+
+from kbroker.protocol.codec import NO_THROTTLE
+from kbroker.protocol.errors import ErrorCode
+from kio.schema.begin_quorum_epoch.v0 import request as begin_req
+from kio.schema.begin_quorum_epoch.v0 import response as begin_resp
+from kio.schema.end_quorum_epoch.v0 import request as end_req
+from kio.schema.end_quorum_epoch.v0 import response as end_resp
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.fetch.v12 import response as fetch_resp
+from kio.schema.vote.v0 import request as vote_req
+from kio.schema.vote.v0 import response as vote_resp
+
+from .metadata_image import METADATA_TOPIC
+from .raft_log import batch_entries, entries_batch
+from .raft_messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DivergingEpoch,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    LogEntry,
+    RaftMessage,
+    VoteRequest,
+    VoteResponse,
+)
+
+VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH = 52, 53, 54, 1
+FETCH_VERSION = 12
+FETCH_MAX_BYTES = 8 << 20
+
+
+def _leader(value: int | None) -> int:
+    return -1 if value is None else value
+
+
+def _known(value: int) -> int | None:
+    return None if value < 0 else value
+
+
+def request_to_wire(message: RaftMessage) -> tuple[int, int, Any]:
+    """(api key, version, kio request) for an outbound Raft request."""
+    if isinstance(message, VoteRequest):
+        part = vote_req.PartitionData(partition_index=0, replica_epoch=message.candidate_epoch,
+                                      replica_id=message.candidate_id, last_offset_epoch=message.last_offset_epoch,
+                                      last_offset=message.last_offset)
+        return VOTE, 0, vote_req.VoteRequest(topics=(vote_req.TopicData(topic_name=METADATA_TOPIC,
+                                                                         partitions=(part,)),))
+    if isinstance(message, BeginQuorumEpochRequest):
+        part = begin_req.PartitionData(partition_index=0, leader_id=message.leader_id,
+                                       leader_epoch=message.leader_epoch)
+        return BEGIN_QUORUM_EPOCH, 0, begin_req.BeginQuorumEpochRequest(
+            topics=(begin_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+    if isinstance(message, EndQuorumEpochRequest):
+        part = end_req.PartitionData(partition_index=0, leader_id=message.leader_id,
+                                     leader_epoch=message.leader_epoch,
+                                     preferred_successors=message.preferred_successors)
+        return END_QUORUM_EPOCH, 0, end_req.EndQuorumEpochRequest(
+            topics=(end_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+    if isinstance(message, FetchRequest):
+        part = fetch_req.FetchPartition(
+            partition=0, current_leader_epoch=message.current_leader_epoch, fetch_offset=message.fetch_offset,
+            last_fetched_epoch=message.last_fetched_epoch, log_start_offset=-1, partition_max_bytes=FETCH_MAX_BYTES)
+        return FETCH, FETCH_VERSION, fetch_req.FetchRequest(
+            cluster_id=None, replica_id=message.replica_id, max_wait=datetime.timedelta(0), min_bytes=0,
+            max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=(fetch_req.FetchTopic(topic=METADATA_TOPIC, partitions=(part,)),), forgotten_topics_data=(),
+            rack_id="")
+    raise TypeError(f"not a Raft request: {message!r}")
+
+
+def response_from_wire(request: RaftMessage, response: Any) -> RaftMessage:
+    """The Raft response value of a kio response to ``request``."""
+    if isinstance(request, FetchRequest):
+        data = response.responses[0].partitions[0]
+        diverging = None
+        if data.diverging_epoch.epoch >= 0:
+            diverging = DivergingEpoch(data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
+        entries = tuple(batch_entries(data.records)) if data.records else ()
+        return FetchResponse(request.correlation_id, ErrorCode(data.error_code), data.high_watermark,
+                             _known(data.current_leader.leader_id), data.current_leader.leader_epoch,
+                             diverging, entries)
+    part = response.topics[0].partitions[0]
+    code = ErrorCode(part.error_code) if part.error_code else ErrorCode(response.error_code)
+    if isinstance(request, VoteRequest):
+        return VoteResponse(code, _known(part.leader_id), part.leader_epoch, part.vote_granted)
+    if isinstance(request, BeginQuorumEpochRequest):
+        return BeginQuorumEpochResponse(code, _known(part.leader_id), part.leader_epoch)
+    return EndQuorumEpochResponse(code, _known(part.leader_id), part.leader_epoch)
+
+
+def request_from_wire(api_key: int, request: Any) -> tuple[int, RaftMessage]:
+    """(sender id, Raft request) of an inbound kio request."""
+    if api_key == FETCH:
+        p = request.topics[0].partitions[0]
+        return request.replica_id, FetchRequest(0, request.replica_id, p.current_leader_epoch, p.fetch_offset,
+                                                p.last_fetched_epoch)
+    p = request.topics[0].partitions[0]
+    if api_key == VOTE:
+        return p.replica_id, VoteRequest(p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset)
+    if api_key == BEGIN_QUORUM_EPOCH:
+        return p.leader_id, BeginQuorumEpochRequest(p.leader_id, p.leader_epoch)
+    return p.leader_id, EndQuorumEpochRequest(p.leader_id, p.leader_epoch, tuple(p.preferred_successors))
+
+
+def _entries_records(entries: tuple[LogEntry, ...]) -> bytes | None:
+    if not entries:
+        return None
+    now_ms = int(time.time() * 1000)
+    out = bytearray()
+    run: list[LogEntry] = []
+    for entry in (*entries, None):
+        if run and (entry is None or entry.epoch != run[0].epoch):
+            out += entries_batch(run[0].epoch, run[0].offset, [e.payload for e in run], now_ms)
+            run = []
+        if entry is not None:
+            run.append(entry)
+    return bytes(out)
+
+
+def response_to_wire(api_key: int, message: RaftMessage) -> Any:
+    """The kio response entity carrying a Raft response to an inbound request."""
+    if isinstance(message, FetchResponse):
+        diverging = fetch_resp.EpochEndOffset(
+            epoch=message.diverging_epoch.epoch if message.diverging_epoch else -1,
+            end_offset=message.diverging_epoch.end_offset if message.diverging_epoch else -1)
+        part = fetch_resp.PartitionData(
+            partition_index=0, error_code=message.error_code, high_watermark=message.high_watermark,
+            last_stable_offset=message.high_watermark, log_start_offset=0, diverging_epoch=diverging,
+            current_leader=fetch_resp.LeaderIdAndEpoch(leader_id=_leader(message.leader_id),
+                                                       leader_epoch=message.leader_epoch),
+            aborted_transactions=None, preferred_read_replica=-1, records=_entries_records(message.records))
+        return fetch_resp.FetchResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
+                                        responses=(fetch_resp.FetchableTopicResponse(topic=METADATA_TOPIC,
+                                                                                     partitions=(part,)),))
+    if isinstance(message, VoteResponse):
+        part = vote_resp.PartitionData(partition_index=0, error_code=message.error_code,
+                                       leader_id=_leader(message.leader_id), leader_epoch=message.leader_epoch,
+                                       vote_granted=message.vote_granted)
+        return vote_resp.VoteResponse(error_code=ErrorCode.none, topics=(
+            vote_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+    if isinstance(message, BeginQuorumEpochResponse):
+        part = begin_resp.PartitionData(partition_index=0, error_code=message.error_code,
+                                        leader_id=_leader(message.leader_id), leader_epoch=message.leader_epoch)
+        return begin_resp.BeginQuorumEpochResponse(error_code=ErrorCode.none, topics=(
+            begin_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+    assert isinstance(message, EndQuorumEpochResponse)
+    part = end_resp.PartitionData(partition_index=0, error_code=message.error_code,
+                                  leader_id=_leader(message.leader_id), leader_epoch=message.leader_epoch)
+    return end_resp.EndQuorumEpochResponse(error_code=ErrorCode.none, topics=(
+        end_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))

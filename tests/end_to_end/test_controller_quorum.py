@@ -1,0 +1,95 @@
+"""A three-voter controller quorum survives the loss of its active controller (KRaft semantics).
+
+The same script on Apache Kafka 4.3.1 and kbroker (compat/cluster.py with ``controllers=3``:
+voters 100-102 on 127.0.0.21-23, brokers 1-3). ``kafka-metadata-quorum`` names the leader; it
+is SIGKILLed; another voter is elected and the cluster keeps working: a topic can be created
+again, and a broker crash is still detected and its partitions get new leaders. The killed
+voter is restarted and catches up (every voter's log end offset reaches the high watermark).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat.cluster import Cluster, make_cluster
+from compat.deps import kafka_classpath
+
+NEW_CONTROLLER_WITHIN_S = 15.0
+NEW_LEADER_WITHIN_S = 10.0
+
+
+def quorum(cluster: Cluster, *, replication: bool = False) -> str:
+    """``kafka-metadata-quorum describe --status`` (or ``--replication``) over all voters."""
+    controllers = ",".join(cluster.nodes[c].bootstrap for c in cluster.controller_ids)
+    run = subprocess.run(
+        ["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
+         "--bootstrap-controller", controllers, "describe", "--replication" if replication else "--status"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout
+
+
+def leader_of(cluster: Cluster) -> int:
+    return int(re.search(r"LeaderId:\s+(\d+)", quorum(cluster)).group(1))
+
+
+def create_topic_retrying(admin: AdminClient, name: str, deadline: float) -> None:
+    while True:
+        try:
+            admin.create_topics([NewTopic(name, 3, 3)])[name].result(timeout=10)
+            return
+        except KafkaException as exc:  # NOT_CONTROLLER / timeouts while the quorum elects
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no topic creation before the deadline: {exc}") from None
+            time.sleep(0.1)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("target", ["kafka", "kbroker"])
+def test_quorum_survives_the_active_controller_crash(target: str, tmp_path: Path) -> None:
+    with make_cluster(target, tmp_path / "cluster", controllers=3) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        create_topic_retrying(admin, "before", time.monotonic() + 60)
+        active = leader_of(cluster)
+        assert active in cluster.controller_ids
+        killed_at = time.monotonic()
+        cluster.kill(active)
+        create_topic_retrying(admin, "after", killed_at + NEW_CONTROLLER_WITHIN_S)
+        elected_s = time.monotonic() - killed_at
+        new_active = leader_of(cluster)
+        assert new_active != active and new_active in cluster.controller_ids
+        # The new controller still fences crashed brokers and moves their leadership.
+        led = [p.partition_index for p in cluster.metadata(1, ["after"]).topics[0].partitions if p.leader_id == 2]
+        cluster.kill(2)
+        broker_killed_at = time.monotonic()
+        while True:
+            parts = cluster.metadata(1, ["after"]).topics[0].partitions
+            if all(p.leader_id in (1, 3) for p in parts):
+                break
+            assert time.monotonic() - broker_killed_at < NEW_LEADER_WITHIN_S, parts
+            time.sleep(0.1)
+        moved_s = time.monotonic() - broker_killed_at
+        cluster.start_node(2)
+        cluster.start_node(active)
+        deadline = time.monotonic() + 60
+        while True:  # every voter caught up: all three report a lag of 0
+            rows = [line.split() for line in quorum(cluster, replication=True).splitlines()[1:] if line.strip()]
+            voters = [row for row in rows if row[-1] in ("Leader", "Follower")]
+            if len(voters) == 3 and all(row[3] == "0" for row in voters):
+                break
+            assert time.monotonic() < deadline, rows
+            time.sleep(0.5)
+    print(f"{target}: controller {active} killed, topic created {elapsed(elected_s)} later by {new_active}; "
+          f"broker 2's partitions {led} moved in {elapsed(moved_s)}")
+
+
+def elapsed(seconds: float) -> str:
+    return f"{seconds:.2f} s"
