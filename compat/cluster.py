@@ -205,7 +205,8 @@ class Cluster:
 
     name = "cluster"
 
-    def __init__(self, workdir: Path, extra: dict[str, str] | None = None, controllers: int = 1) -> None:
+    def __init__(self, workdir: Path, extra: dict[str, str] | None = None, controllers: int = 1,
+                 node_extra: dict[int, dict[str, str]] | None = None) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.controller_ids = sorted(CONTROLLER_HOSTS)[:controllers]
@@ -215,7 +216,8 @@ class Cluster:
         self.nodes: dict[int, ClusterNode] = {}
         for node_id, host in hosts.items():
             node_dir = self.workdir / f"node-{node_id}"
-            settings = node_settings(node_id, host, ports[node_id], voters, node_dir / "data", extra)
+            settings = node_settings(node_id, host, ports[node_id], voters, node_dir / "data",
+                                     {**(extra or {}), **(node_extra or {}).get(node_id, {})})
             self.nodes[node_id] = self.make_node(node_dir, node_id, host, ports[node_id], settings)
 
     def make_node(self, workdir: Path, node_id: int, host: str, port: int, settings: dict[str, str]) -> ClusterNode:
@@ -353,10 +355,12 @@ class KbrokerCluster(Cluster):
         return KbrokerNode(workdir, node_id, host, port, settings)
 
 
-def make_cluster(target: str, workdir: Path, extra: dict[str, str] | None = None, controllers: int = 1) -> Cluster:
-    """``KafkaCluster`` for "kafka", ``KbrokerCluster`` for "kbroker"."""
+def make_cluster(target: str, workdir: Path, extra: dict[str, str] | None = None, controllers: int = 1,
+                 node_extra: dict[int, dict[str, str]] | None = None) -> Cluster:
+    """``KafkaCluster`` for "kafka", ``KbrokerCluster`` for "kbroker" (``node_extra``: settings of
+    single nodes, e.g. ``broker.rack``)."""
     kinds: dict[str, type[Cluster]] = {"kafka": KafkaCluster, "kbroker": KbrokerCluster}
-    return kinds[target](workdir, extra, controllers)
+    return kinds[target](workdir, extra, controllers, node_extra)
 
 
 # --- a raw Metadata request to one chosen broker ---------------------------------------------------

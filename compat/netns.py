@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -165,14 +166,16 @@ def link_works(a: str, b: str, timeout: float = 1.0) -> bool:
                 raise
 
 
-def node_links() -> list[tuple[str, str]]:
-    """``(local "addr:port", peer "addr:port")`` of every established TCP connection in the namespace."""
-    out = subprocess.run(["ss", "-Htn", "state", "established"], capture_output=True, text=True, check=True).stdout
+def node_links() -> list[tuple[str, str, int | None]]:
+    """``(local "addr:port", peer "addr:port", owning pid)`` of every established TCP connection in the namespace."""
+    out = subprocess.run(["ss", "-Htnp", "state", "established"], capture_output=True, text=True, check=True).stdout
     links = []
     for line in out.splitlines():
         fields = line.split()
-        if len(fields) >= 4:
-            links.append((_plain(fields[-2]), _plain(fields[-1])))
+        endpoints = [f for f in fields if ":" in f and not f.startswith("users:")]
+        if len(endpoints) >= 2:
+            owner = re.search(r"pid=(\d+)", line)
+            links.append((_plain(endpoints[-2]), _plain(endpoints[-1]), int(owner.group(1)) if owner else None))
     return links
 
 

@@ -169,7 +169,7 @@ class Broker:
             ClusterLinks(source_host=bind_host or None, endpoint=self.lifecycle.endpoint,
                          broker_epoch=lambda: self._lifecycle().broker_epoch,
                          alter_partition=self.lifecycle.alter_partition,
-                         replica_eligible=self.lifecycle.replica_eligible),
+                         replica_eligible=self.lifecycle.replica_eligible, rack=self.lifecycle.rack),
             ReplicationSettings(
                 replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
                 replica_fetch_wait_max_ms=self.config.get_int("replica.fetch.wait.max.ms"),
@@ -178,6 +178,7 @@ class Broker:
                 replica_fetch_response_max_bytes=self.config.get_int("replica.fetch.response.max.bytes"),
                 replica_fetch_backoff_ms=self.config.get_int("replica.fetch.backoff.ms"),
                 replica_socket_timeout_ms=self.config.get_int("replica.socket.timeout.ms"),
+                replica_selector_class=self.config.get("replica.selector.class"),
             ),
         )
         await self.replica_manager.start()

@@ -250,6 +250,10 @@ class BrokerLifecycleManager:
             return False
         return broker_epoch < 0 or broker_epoch == registration.broker_epoch
 
+    def rack(self, broker_id: int) -> str | None:
+        registration = self.image.brokers.get(broker_id)
+        return None if registration is None else registration.rack
+
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         registration = self.image.brokers.get(broker_id)
         return None if registration is None else (registration.host, registration.port)

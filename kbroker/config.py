@@ -131,6 +131,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("controller.quorum.fetch.timeout.ms", _I, "2000"),
         ("controller.quorum.request.timeout.ms", _I, "2000"),
         ("controller.quorum.retry.backoff.ms", _I, "20"),
+        ("replica.selector.class", _S, None),
         ("auto.leader.rebalance.enable", _B, "true"),
         ("leader.imbalance.check.interval.seconds", _L, "300"),
         ("leader.imbalance.per.broker.percentage", _I, "10"),

@@ -70,6 +70,7 @@ class FetchResult:
     records: FetchSlice | None = None
     aborted_transactions: list[AbortedTxn] = field(default_factory=list)  # read_committed only
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a diverged follower
+    preferred_read_replica: int = -1  # KIP-392: the replica a consumer should fetch from instead
 
 
 @dataclass(slots=True, frozen=True)
@@ -78,6 +79,9 @@ class FetchParams:
 
     replica_id: int = -1
     replica_epoch: int = -1
+    # KIP-392: a consumer sending Fetch v11+ has client metadata (its rack, maybe empty) and
+    # may read from a follower; older consumers read from the leader only.
+    client_rack: str | None = None
 
     @property
     def is_from_follower(self) -> bool:
@@ -257,7 +261,7 @@ class ReplicaManager:
         A follower's fetch position is recorded once, at the first read (as Kafka: not again
         when the delayed fetch completes)."""
         results, ready = self._read_all(requests, max_bytes, isolation_level, params, update_fetch_state=True)
-        if ready >= min_bytes or max_wait_ms <= 0 or any(r.error or r.diverging_epoch for r in results):
+        if ready >= min_bytes or max_wait_ms <= 0 or any(_answer_now(r) for r in results):
             return results
         waiters = [
             self.partitions[(r.topic, r.partition)].wait_for_data()
@@ -276,7 +280,7 @@ class ReplicaManager:
             if not _done:
                 break
             results, ready = self._read_all(requests, max_bytes, isolation_level, params)
-            if ready >= min_bytes or any(r.error or r.diverging_epoch for r in results):
+            if ready >= min_bytes or any(_answer_now(r) for r in results):
                 break
             pending |= {
                 self.partitions[(r.topic, r.partition)].wait_for_data()
@@ -301,7 +305,7 @@ class ReplicaManager:
             if params.is_from_follower:
                 result = self._read_for_follower(request, remaining, params, total == 0, update_fetch_state, now_ms)
             else:
-                result = self._read_one(request, remaining, isolation_level, min_one_batch=total == 0)
+                result = self._read_one(request, remaining, isolation_level, params, min_one_batch=total == 0)
             if result.records is not None:
                 total += result.records.length
                 remaining = max(0, remaining - result.records.length)
@@ -309,7 +313,8 @@ class ReplicaManager:
         return results, total
 
     def _read_one(
-        self, request: FetchRequestPartition, remaining: int, isolation_level: int, min_one_batch: bool
+        self, request: FetchRequestPartition, remaining: int, isolation_level: int, params: FetchParams,
+        min_one_batch: bool,
     ) -> FetchResult:
         try:
             partition = self.get_partition(request.topic, request.partition)
@@ -323,9 +328,14 @@ class ReplicaManager:
         result.error = partition.leader_epoch_error(request.current_leader_epoch)
         if result.error:
             return result
-        if not partition.is_leader:
+        if not partition.is_leader and params.client_rack is None:
             result.error = ErrorCode.not_leader_or_follower
             return result
+        if partition.is_leader and params.client_rack and self.settings.replica_selector_class:
+            preferred = self._preferred_read_replica(partition, request.fetch_offset, params.client_rack)
+            if preferred != self.broker_id:
+                result.preferred_read_replica = preferred
+                return result
         bound = partition.last_stable_offset if isolation_level == READ_COMMITTED else partition.high_watermark
         limit = min(request.max_bytes, remaining)
         try:
@@ -335,6 +345,19 @@ class ReplicaManager:
         if result.records is not None and isolation_level == READ_COMMITTED:
             result.aborted_transactions = partition.log.collect_aborted_txns(request.fetch_offset, bound)
         return result
+
+    def _preferred_read_replica(self, partition: Partition, fetch_offset: int, client_rack: str) -> int:
+        """Kafka's RackAwareReplicaSelector: the leader if it is in the consumer's rack, else the
+        most caught-up replica there that holds ``fetch_offset``, else the leader."""
+        assert self.links is not None
+        rack_of = self.links.rack
+        if rack_of(self.broker_id) == client_rack:
+            return self.broker_id
+        candidates = [
+            (state.log_end_offset, replica) for replica, state in partition.remote_replicas.items()
+            if rack_of(replica) == client_rack and state.log_start_offset <= fetch_offset <= state.log_end_offset
+        ]
+        return max(candidates)[1] if candidates else self.broker_id
 
     def _read_for_follower(self, request: FetchRequestPartition, remaining: int, params: FetchParams,
                            min_one_batch: bool, update_fetch_state: bool, now_ms: int) -> FetchResult:
@@ -371,6 +394,12 @@ class ReplicaManager:
         result.high_watermark = partition.high_watermark
         result.last_stable_offset = partition.last_stable_offset
         return result
+
+
+def _answer_now(result: FetchResult) -> bool:
+    """A delayed fetch does not wait for data when a partition has an error, a divergence or a
+    preferred read replica to report."""
+    return bool(result.error or result.diverging_epoch or result.preferred_read_replica >= 0)
 
 
 def _id_text(topic_id: uuid.UUID) -> str:

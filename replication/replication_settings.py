@@ -28,6 +28,9 @@ class ReplicationSettings:
     replica_fetch_response_max_bytes: int = 10485760
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30000
+    # KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers with a
+    # client.rack read from a follower in their rack; None (Kafka's default) reads from leaders.
+    replica_selector_class: str | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -39,3 +42,4 @@ class ClusterLinks:
     # Kafka's isReplicaIsrEligible (KIP-903): (broker id, broker epoch its fetch carried) -> may it
     # join an ISR (registered with that epoch, not fenced, not shutting down)? None: always.
     replica_eligible: Callable[[int, int], bool] | None = None
+    rack: Callable[[int], str | None] = lambda _broker_id: None  # broker.rack of a broker

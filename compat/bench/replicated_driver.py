@@ -110,7 +110,9 @@ def latency(spec: dict[str, Any]) -> dict[str, Any]:
     values = read_values(Path(spec["payload"]))
     topic, partitions, rate = spec["topic"], int(spec["partitions"]), float(spec["rate"])
     count, warmup = int(spec["count"]), int(spec["warmup"])
-    timeout = float(spec.get("timeout", 600))
+    # one deadline for the whole phase, so a stalled cluster fails here with the counts below
+    # rather than being killed by the runner's timeout without them
+    deadline = time.monotonic() + float(spec.get("timeout", 600))
     failures: list[KafkaError] = []
     acked_ns: list[int] = []  # produce() → acknowledgement, timed records only
 
@@ -144,12 +146,13 @@ def latency(spec: dict[str, Any]) -> dict[str, Any]:
         return (time.monotonic_ns() - start) / 1e9, worst_late
 
     send(0, warmup)
-    producer.flush(timeout)
-    if not receiver.wait_for(warmup, time.monotonic() + timeout):
-        _fail(f"latency: consumer received {receiver.received} of {warmup} warm-up records; {receiver.errors[:3]}")
+    left = producer.flush(max(0.0, deadline - time.monotonic()))
+    if not receiver.wait_for(warmup, deadline):
+        _fail(f"latency: {left} warm-up records unacknowledged, {len(failures)} failed {failures[:1]}; consumer "
+              f"received {receiver.received} of {warmup} warm-up records; consumer errors {receiver.errors[:3]}")
     seconds, worst_late = send(warmup, warmup + count)
-    remaining = producer.flush(timeout)
-    complete = receiver.wait_for(warmup + count, time.monotonic() + timeout)
+    remaining = producer.flush(max(0.0, deadline - time.monotonic()))
+    complete = receiver.wait_for(warmup + count, deadline)
     receiver.stopping.set()
     receiver.join(10)
     receiver.consumer.close()

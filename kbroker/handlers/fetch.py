@@ -19,7 +19,9 @@ up to the log end offset, not the high watermark, record the follower's position
 (which may move the high watermark or expand the ISR) and, v12+, are answered with a
 DivergingEpoch (tagged field 0) when their last fetched epoch disagrees with the leader's
 epoch cache. A consumer fetching from a follower gets NOT_LEADER_OR_FOLLOWER.
-Deviation: preferred_read_replica is always -1 (no fetch from follower, KIP-392).
+KIP-392: consumers sending v11+ may read from a follower (up to its high watermark); with
+``replica.selector.class`` set to Kafka's RackAwareReplicaSelector the leader answers a consumer
+with a ``rack_id`` elsewhere with preferred_read_replica (a replica in that rack) and no records.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ MIN_VERSION = 4
 MAX_VERSION = 18
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
+FIRST_CLIENT_METADATA = 11  # rack_id and preferred_read_replica (KIP-392)
 FIRST_REPLICA_STATE = 15
 DIVERGING_EPOCH_TAG = 0
 
@@ -47,7 +50,6 @@ _PARTITION = struct.Struct(">ihqq")  # index, error code, high watermark, last s
 _INT64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
 _INT32 = struct.Struct(">i")
-_NO_PREFERRED_REPLICA = _INT32.pack(-1)
 _EPOCH_END_OFFSET = struct.Struct(">iqB")  # epoch, end offset, empty tagged fields
 READ_COMMITTED = 1
 
@@ -84,6 +86,8 @@ async def handle(ctx: RequestContext, request: object) -> EncodedResponse:
         params = FetchParams(request.replica_state.replica_id, request.replica_state.replica_epoch)
     else:
         params = FetchParams(request.replica_id)
+    if version >= FIRST_CLIENT_METADATA and params.replica_id < 0:
+        params = FetchParams(client_rack=request.rack_id or "")
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     results = await broker.replica_manager.fetch(
         wanted, max_wait_ms, request.min_bytes, request.max_bytes, request.isolation_level, params
@@ -147,8 +151,8 @@ def _encode(
                     w.tagged_fields()
             else:
                 w.array_length(-1)
-            if version >= 11:
-                w.out += _NO_PREFERRED_REPLICA
+            if version >= FIRST_CLIENT_METADATA:
+                w.out += _INT32.pack(r.preferred_read_replica)
             length = r.records.length if r.records is not None else 0
             w.bytes_length(length)
             if length:

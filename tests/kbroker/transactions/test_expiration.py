@@ -12,6 +12,7 @@ import asyncio
 
 from kbroker.broker import Broker
 from kbroker.config import KafkaConfig
+from kbroker.meta_properties import init_log_dirs
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, TransactionState, partition_for, read_log
 
 EXPIRATION_MS = 604_800_000
@@ -19,7 +20,7 @@ EXPIRATION_MS = 604_800_000
 
 def _broker(data_dir: str) -> Broker:
     broker = Broker(KafkaConfig.load(overrides=[f"log.dirs={data_dir}"]))
-    broker._init_log_dirs()
+    broker.cluster_id = init_log_dirs(broker.log_dirs, broker.node_id, invent_cluster_id=True)
     broker.controller.load()
     broker.log_manager.startup()
     broker.controller.activate_partitions()
