@@ -2,11 +2,11 @@
 
 ``BoundKafkaCluster`` is the real-Kafka cluster whose JVMs bind their outbound sockets to their
 own 127.0.0.x (through ``compat.netns.bind_shim``), so address-based cuts bite on Kafka as they
-do on kbroker. ``partition_view`` asks one broker (DescribeTopicPartitions, raw) for leader,
-epoch, ISR and ELR; ``Writer`` is an idempotent acks=all producer thread recording each value's
-outcome and acknowledgement time; ``replica_logs`` reads every replica's log from disk;
-``converge`` waits until one leader, a full ISR and identical logs; ``drain`` reads a partition
-to its high watermark.
+do on kbroker; in both fault clusters a node dies with the driver process. ``partition_view``
+asks one broker (DescribeTopicPartitions, raw) for leader, epoch, ISR and ELR; ``Writer`` is an
+idempotent acks=all producer thread recording each value's outcome and acknowledgement time;
+``replica_logs`` reads every replica's log from disk; ``converge`` waits until one leader, a full
+ISR and identical logs; ``drain`` reads a partition to its high watermark.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from compat import netns
-from compat.cluster import Cluster, ClusterNode, KafkaCluster, KafkaNode
+from compat.cluster import Cluster, ClusterNode, KafkaCluster, KafkaNode, KbrokerCluster, KbrokerNode
 from compat.failover import PRODUCER_CONFIG, WORKLOAD_NICE, History, Send, client_config
 from compat.replica_logs import ReplicaLog, log_matching, read_replica_log
 
@@ -38,16 +38,34 @@ POLL_S = 0.05
 REPLICATION_FACTOR = 3
 
 
+# A node dies with the driver that started it: a driver killed on a timeout must not leave JVMs
+# running in a namespace nobody can enter any more. (setpriv execs, so the pid stays the node's.)
+DIE_WITH_DRIVER = ["setpriv", "--pdeathsig", "SIGKILL"]
+
+
 class BoundKafkaNode(KafkaNode):
     """A Kafka JVM started under the bind shim with ``KBIND_ADDR`` = its own listener address."""
 
     def command(self) -> list[str]:
-        return ["env", f"LD_PRELOAD={netns.bind_shim()}", f"KBIND_ADDR={self.host}", *super().command()]
+        shim = ["env", f"LD_PRELOAD={netns.bind_shim()}", f"KBIND_ADDR={self.host}"]
+        return [*DIE_WITH_DRIVER, *shim, *super().command()]
 
 
 class BoundKafkaCluster(KafkaCluster):
     def make_node(self, workdir: Path, node_id: int, host: str, port: int, settings: dict[str, str]) -> ClusterNode:
         return BoundKafkaNode(workdir, node_id, host, port, settings)
+
+
+class FaultKbrokerNode(KbrokerNode):
+    """A kbroker node (it binds its outbound sockets itself) that dies with the driver."""
+
+    def command(self) -> list[str]:
+        return [*DIE_WITH_DRIVER, *super().command()]
+
+
+class FaultKbrokerCluster(KbrokerCluster):
+    def make_node(self, workdir: Path, node_id: int, host: str, port: int, settings: dict[str, str]) -> ClusterNode:
+        return FaultKbrokerNode(workdir, node_id, host, port, settings)
 
 
 # --- what one broker believes -----------------------------------------------------------------------

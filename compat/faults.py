@@ -36,11 +36,12 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat import netns
-from compat.cluster import CONTROLLER_ID, Cluster, KbrokerCluster
+from compat.cluster import CONTROLLER_ID, Cluster
 from compat.deps import kafka_classpath
 from compat.failover import History, client_config
 from compat.fault_probes import (
     BoundKafkaCluster,
+    FaultKbrokerCluster,
     Writer,
     agreed_full,
     converge,
@@ -66,7 +67,7 @@ PAUSE_S = 5.0  # zombie: SIGSTOP length, past broker.session.timeout.ms=2000
 
 
 def make_fault_cluster(target: str, workdir: Path) -> Cluster:
-    return BoundKafkaCluster(workdir) if target == "kafka" else KbrokerCluster(workdir)
+    return BoundKafkaCluster(workdir) if target == "kafka" else FaultKbrokerCluster(workdir)
 
 
 def _round(value: Any) -> Any:
@@ -256,7 +257,7 @@ def elr(run: Run) -> None:
     run.note("a_back_s", wait_for(lambda: a in (live_brokers(cluster, b) or []) and run.view(a) is not None
                                   and (run.view(a) or {}).get("leader") == (run.view(b) or {}).get("leader"),
                                   STEP_DEADLINE_S))  # fmt: skip
-    run.note("isr_with_a_s", wait_for(lambda: a in (run.view(b) or {}).get("isr", []), 10.0))
+    run.note("isr_with_a_s", wait_for(lambda: a in (run.view(b) or {}).get("isr", []), STEP_DEADLINE_S))
     run.note("view_a_back", {x: run.view(x) for x in (a, b)})
     run.finish()
 

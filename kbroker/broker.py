@@ -30,6 +30,9 @@ from kbroker.replication.replication_settings import ClusterLinks, ReplicationSe
 from kbroker.storage.log_cleaner import LogCleaner
 from kbroker.storage.log_manager import LogManager
 from kbroker.transactions.coordinator import TransactionCoordinator
+from kbroker.transactions.marker_channel import BrokerClients, TransactionMarkerChannelManager
+from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC
+from kbroker.transactions.verification import AddPartitionsToTxnManager
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,19 @@ class Broker:
             self.controller, self.replica_manager, self.offset_store, self.producer_ids,
             config.get_int("transaction.state.log.num.partitions"), config.get_int("transaction.max.timeout.ms"),
         )
+        # Cluster mode: the transaction coordinator follows __transaction_state leadership, sends
+        # markers to partition leaders, and leaders ask it to verify transactional writes.
+        self.marker_channel: TransactionMarkerChannelManager | None = None
+        txn_clients = None
+        if isinstance(self.controller, ForwardingController):
+            txn_clients = BrokerClients(lambda broker_id: self._lifecycle().endpoint(broker_id),
+                                        lambda: self._lifecycle().source, f"kbroker-{self.node_id}-txn")
+            self.marker_channel = TransactionMarkerChannelManager(
+                self.node_id, self.controller, self.replica_manager, self.offset_store, txn_clients)
+            self.transaction_coordinator.clustered(self.marker_channel)
+            self.controller.leadership_listeners[TRANSACTION_STATE_TOPIC] = self.transaction_coordinator.on_leadership
+        self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            self.node_id, self.controller, self.transaction_coordinator, txn_clients)
         self.dispatcher = Dispatcher(self)
         self.servers: list[asyncio.Server] = []
         self.bound: list[tuple[str, str, int]] = []
@@ -258,6 +274,8 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         self.group_coordinator.stop()  # answers parked JoinGroup/SyncGroup so connections drain
+        if self.marker_channel is not None:
+            self.marker_channel.stop()
         self.consumer_coordinator.stop()
         connections = list(self.dispatcher.connections)
         for conn in connections:
@@ -269,5 +287,5 @@ class Broker:
         for conn in connections:
             if conn.transport is not None:
                 conn.transport.close()
-        self.log_manager.shutdown()
+        self.log_manager.shutdown(self.lifecycle.broker_epoch if self.lifecycle is not None else -1)
         log.info("shut down cleanly")

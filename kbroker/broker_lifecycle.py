@@ -55,6 +55,8 @@ class BrokerLifecycleManager:
         self.image = MetadataImage()
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
+        # KIP-966: the epoch this broker had when it last shut down cleanly (-1: it crashed).
+        self.previous_broker_epoch = broker.log_manager.clean_shutdown_broker_epoch
         self.fenced = True
         self.unfenced = asyncio.Event()
         self._cluster_id_known = asyncio.Event()
@@ -122,7 +124,7 @@ class BrokerLifecycleManager:
                 m.BrokerRegistrationRequest, broker_id=self.broker.node_id, cluster_id=self.broker.cluster_id,
                 incarnation_id=self.incarnation_id, listeners=(listener,), features=(),
                 rack=self.config.get("broker.rack"), is_migrating_zk_broker=False, log_dirs=(),
-                previous_broker_epoch=self.broker_epoch,
+                previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
             )
             try:
                 response = await self.control.request(62, 4, request, timeout_s=10.0)

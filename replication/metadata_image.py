@@ -73,6 +73,7 @@ def partition_record(topic_id: uuid.UUID, index: int, reg: PartitionRegistration
         "replicas": list(reg.replicas), "isr": list(reg.isr), "leader": reg.leader,
         "leader_epoch": reg.leader_epoch, "partition_epoch": reg.partition_epoch,
         "elr": list(reg.elr), "last_known_elr": list(reg.last_known_elr),
+        "adding": list(reg.adding), "removing": list(reg.removing),
     }
 
 
@@ -135,6 +136,7 @@ class MetadataImage:
         topic.partitions[r["partition"]] = PartitionRegistration(
             tuple(r["replicas"]), tuple(r["isr"]), r["leader"], r["leader_epoch"], r["partition_epoch"],
             tuple(r.get("elr", ())), tuple(r.get("last_known_elr", ())),
+            tuple(r.get("adding", ())), tuple(r.get("removing", ())),
         )
 
     def _apply_RemoveTopicRecord(self, offset: int, r: MetadataRecord) -> None:

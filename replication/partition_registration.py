@@ -5,7 +5,7 @@ which leader epoch. The partition epoch counts every change (leader or ISR), so 
 proposed against an old partition epoch is refused (AlterPartition's INVALID_UPDATE_VERSION).
 Invariants: ``isr`` is a subset of ``replicas``; ``leader`` is -1 or a member of ``isr``
 (after an unclean election the ISR is just the new leader); every change that moves the
-leader bumps ``leader_epoch``.
+leader bumps ``leader_epoch``; ``adding`` and ``removing`` are subsets of ``replicas``.
 """
 
 from __future__ import annotations
@@ -26,3 +26,7 @@ class PartitionRegistration:
     # min.insync.replicas and still hold every committed record.
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    # KIP-455 reassignment in progress: replicas being added (target replicas not yet in sync)
+    # and removed (current replicas not in the target); ``replicas`` holds both meanwhile.
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()

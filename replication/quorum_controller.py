@@ -5,12 +5,14 @@ or ISR changed — becomes records appended to the metadata log and is then appl
 controller's MetadataImage; brokers replay the same log (``MetadataImage``), so they see the
 same decisions in the same order. Nothing is applied before it is in the log.
 
-Leader election (Kafka's rules): a new leader is the first live replica, in replica order, that
-is in the ISR; failing that (KIP-966) a live Eligible Leader Replica; failing that, if
+Leader election (Kafka 4's rules): a new leader is the first live replica, in replica order,
+that is in the ISR; failing that (KIP-966) a live Eligible Leader Replica — a replica that left
+an ISR already under ``min.insync.replicas``, so it holds every committed record — or, with the
+ISR and ELR both empty, the last known leader; failing that, if
 ``unclean.leader.election.enable`` is true for the topic, any live replica (its ISR becomes just
-itself); otherwise the partition has no leader (-1) until an ISR member returns. Removing a
-broker from an ISR never empties it: the last member stays, as in KRaft. With ELR, replicas
-that leave an ISR already below ``min.insync.replicas`` keep their claim as ELR members.
+itself); otherwise the partition has no leader (-1) until one of them returns. With ELR the ISR
+may become empty. A broker that re-registers after an unclean shutdown (its previous broker
+epoch is not the one it had) loses its ELR claims.
 Brokers are fenced when their heartbeats stop for ``broker.session.timeout.ms`` or when they
 finish a controlled shutdown; a fenced broker leads nothing.
 The metadata log is replicated by the controller quorum (replication/raft.py, driven over the
@@ -30,6 +32,7 @@ from dataclasses import dataclass, replace
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.log import PartitionLog
 
+from . import partition_reassignment as reassignment
 from .controller import check_replica_lists
 from .metadata_image import (
     TOPIC_RESOURCE,
@@ -141,8 +144,10 @@ class QuorumController:
     # --- brokers --------------------------------------------------------------------------
 
     def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int, rack: str | None,
-                        now_ms: int) -> int:
-        """Register (or re-register after a restart); returns the new broker epoch."""
+                        now_ms: int, previous_broker_epoch: int = -1) -> int:
+        """Register (or re-register after a restart); returns the new broker epoch. A broker that
+        did not shut down cleanly with its last epoch (``previous_broker_epoch``) may have lost
+        unflushed records, so it loses its ELR claims (KIP-966)."""
         self._require_active()
         current = self.image.brokers.get(broker_id)
         if (current is not None and current.incarnation_id != incarnation_id and not current.fenced
@@ -154,6 +159,8 @@ class QuorumController:
         records: list[MetadataRecord] = []
         if current is not None and not current.fenced:
             records += self._fence_records(broker_id)
+        if current is not None and previous_broker_epoch != current.broker_epoch:
+            records += self._drop_from_elr(broker_id)
         records.append({
             "type": "RegisterBrokerRecord", "broker_id": broker_id, "incarnation_id": incarnation_id,
             "host": host, "port": port, "rack": rack,
@@ -208,14 +215,31 @@ class QuorumController:
                         "epoch": self.image.brokers[broker_id].broker_epoch})
         return records
 
+    def _drop_from_elr(self, broker_id: int) -> list[MetadataRecord]:
+        records: list[MetadataRecord] = []
+        for topic in self.image.topics.values():
+            for index, reg in topic.partitions.items():
+                if broker_id in reg.elr:
+                    log.info("%s-%d: broker %d leaves the ELR (unclean shutdown)", topic.name, index, broker_id)
+                    records.append(partition_record(topic.topic_id, index, replace(
+                        reg, elr=tuple(r for r in reg.elr if r != broker_id), partition_epoch=reg.partition_epoch + 1)))
+        return records
+
     def _without_replica(self, topic: TopicImage, reg: PartitionRegistration, broker_id: int,
                          live: set[int]) -> PartitionRegistration:
-        isr = tuple(r for r in reg.isr if r != broker_id) or reg.isr
-        elr = reg.elr
-        min_isr = self._min_isr(topic)
-        if self._elr_enabled() and broker_id in reg.isr and len(isr) < min_isr and isr != reg.isr:
-            elr = tuple(dict.fromkeys((*elr, broker_id)))
-        changed = replace(reg, isr=isr, elr=elr)
+        isr = tuple(r for r in reg.isr if r != broker_id)
+        elr, last_known = reg.elr, reg.last_known_elr
+        if broker_id in reg.isr:
+            if self._elr_enabled():
+                # KIP-966: leaving an ISR already under min ISR keeps the claim (the high watermark
+                # could not move without it); the last member out is the last known leader.
+                if len(isr) < self._min_isr(topic):
+                    elr = tuple(dict.fromkeys((*elr, broker_id)))
+                if not isr:
+                    last_known = (broker_id,)
+            elif not isr:
+                isr = reg.isr  # without ELR, KRaft keeps the last member in the ISR
+        changed = replace(reg, isr=isr, elr=elr, last_known_elr=last_known)
         if reg.leader == broker_id or reg.leader == NO_LEADER:
             changed = self._elect(topic, changed, live)
         if changed != reg:
@@ -237,22 +261,26 @@ class QuorumController:
     def _elect(self, topic: TopicImage, reg: PartitionRegistration, live: set[int]) -> PartitionRegistration:
         """Choose a leader for ``reg`` among live brokers; bumps the leader epoch if it changes."""
         leader = next((r for r in reg.replicas if r in reg.isr and r in live), NO_LEADER)
-        isr, elr = reg.isr, reg.elr
+        isr, elr, last_known = reg.isr, reg.elr, reg.last_known_elr
         if leader == NO_LEADER:
-            leader = next((r for r in reg.replicas if r in reg.elr and r in live), NO_LEADER)
+            # KIP-966: an eligible leader replica holds every committed record; with none left, the
+            # last known leader (the last ISR member) is the one that can have them all.
+            candidates = reg.elr if reg.elr or reg.isr else reg.last_known_elr
+            leader = next((r for r in reg.replicas if r in candidates and r in live), NO_LEADER)
             if leader != NO_LEADER:
-                isr, elr = (leader,), tuple(r for r in reg.elr if r != leader)
-                log.info("%s-%s: leader %d elected from the ELR", topic.name, "?", leader)
+                isr, elr, last_known = (leader,), tuple(r for r in reg.elr if r != leader), ()
+                log.info("%s: leader %d elected from the %s", topic.name, leader,
+                         "ELR" if candidates is reg.elr else "last known ELR")
         if leader == NO_LEADER and self._unclean_allowed(topic):
             leader = next((r for r in reg.replicas if r in live), NO_LEADER)
             if leader != NO_LEADER:
-                isr, elr = (leader,), ()
+                isr, elr, last_known = (leader,), (), ()
                 log.warning("%s: UNCLEAN leader election of broker %d (ISR was %s): records not on it "
                             "are lost", topic.name, leader, list(reg.isr))
         if leader == reg.leader and isr == reg.isr and elr == reg.elr:
             return reg
         epoch = reg.leader_epoch + 1 if leader != reg.leader else reg.leader_epoch
-        return replace(reg, leader=leader, isr=isr, elr=elr, leader_epoch=epoch)
+        return replace(reg, leader=leader, isr=isr, elr=elr, last_known_elr=last_known, leader_epoch=epoch)
 
     # --- leader elections on request (ElectLeaders) and auto leader rebalance -------------
 
@@ -328,6 +356,55 @@ class QuorumController:
             log.info("auto leader rebalance moved %d leader(s) back to their preferred replica", moved)
         return moved
 
+    # --- reassignment (AlterPartitionReassignments, ListPartitionReassignments) -------------
+
+    def alter_reassignments(self, wanted: Sequence[tuple[str, int, Sequence[int] | None]],
+                            allow_replication_factor_change: bool,
+                            now_ms: int) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Start (target replicas) or cancel (None) reassignments; see partition_reassignment.py."""
+        self._require_active()
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        records: list[MetadataRecord] = []
+        for name, index, target in wanted:
+            topic = self.image.topics.get(name)
+            reg = topic.partitions.get(index) if topic is not None else None
+            if topic is None or reg is None:
+                results[(name, index)] = (ErrorCode.unknown_topic_or_partition, None)
+                continue
+            try:
+                if target is None:
+                    if not (reg.adding or reg.removing):
+                        raise KafkaError(ErrorCode.no_reassignment_in_progress)
+                    changed = reassignment.cancel(reg)
+                else:
+                    check_replica_lists([target], self.image.brokers)
+                    if not allow_replication_factor_change and len(target) != len(
+                            reassignment.target_replicas(reg)):
+                        raise KafkaError(ErrorCode.invalid_replication_factor,
+                                         "The replication factor is changed from "
+                                         f"{len(reassignment.target_replicas(reg))} to {len(target)}")
+                    changed = reassignment.maybe_complete(reassignment.start(reg, target))
+            except KafkaError as exc:
+                results[(name, index)] = (exc.code, exc.message)
+                continue
+            records.append(partition_record(topic.topic_id, index, changed))
+            results[(name, index)] = (ErrorCode.none, None)
+        self._commit(records, now_ms)
+        return results
+
+    def ongoing_reassignments(self, wanted: Sequence[tuple[str, int]] | None) -> dict[tuple[str, int],
+                                                                                   PartitionRegistration]:
+        self._require_active()
+        if wanted is None:
+            wanted = [(t.name, i) for t in self.image.topics.values() for i in t.partitions]
+        out = {}
+        for name, index in wanted:
+            topic = self.image.topics.get(name)
+            reg = topic.partitions.get(index) if topic is not None else None
+            if reg is not None and (reg.adding or reg.removing):
+                out[(name, index)] = reg
+        return out
+
     # --- ISR changes (AlterPartition) -----------------------------------------------------
 
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, index: int,
@@ -360,7 +437,7 @@ class QuorumController:
                 elr = ()
             else:
                 elr = tuple(dict.fromkeys((*elr, *(r for r in reg.isr if r not in isr))))
-        changed = replace(reg, isr=isr, elr=elr, partition_epoch=reg.partition_epoch + 1)
+        changed = reassignment.maybe_complete(replace(reg, isr=isr, elr=elr, partition_epoch=reg.partition_epoch + 1))
         self._commit([partition_record(topic_id, index, changed)], now_ms)
         log.info("%s-%d ISR %s -> %s (partition epoch %d)", topic.name, index, list(reg.isr), list(isr),
                  changed.partition_epoch)

@@ -9,6 +9,7 @@ tail is cut (``PartitionLog.load``).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -42,14 +43,19 @@ class LogManager:
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.topic_ids: dict[str, str] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        # The broker epoch a clean shutdown recorded in every dir's marker, else -1 (KIP-966:
+        # the controller trusts a replica's ELR claim only after a clean shutdown).
+        self.clean_shutdown_broker_epoch = -1
 
     def startup(self) -> None:
         """Load every partition log found on disk, recovering after an unclean shutdown."""
         started = time.monotonic()
+        epochs: list[int] = []
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
             marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
             clean = os.path.exists(marker)
+            epochs.append(_marker_broker_epoch(marker) if clean else -1)
             has_logs = any(parse_partition_dir(n) for n in os.listdir(log_dir))
             if not clean and has_logs:
                 log.warning("log dir %s was not shut down cleanly: recovering unflushed segments", log_dir)
@@ -79,6 +85,7 @@ class LogManager:
             if clean:
                 os.unlink(marker)
                 fsync_dir(log_dir)
+        self.clean_shutdown_broker_epoch = min(epochs) if epochs and len(set(epochs)) == 1 else -1
         log.info("loaded %d partition logs in %.2fs", len(self.logs), time.monotonic() - started)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -127,16 +134,26 @@ class LogManager:
                 [(t, str(p), str(self.logs[(t, p)].log_start_offset)) for t, p in tps],
             )
 
-    def shutdown(self) -> None:
-        """Flush and close every log, checkpoint, then mark each dir cleanly shut down."""
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, checkpoint, then mark each dir cleanly shut down (Kafka's
+        marker: ``{"version":0,"brokerEpoch":N}``)."""
         now_ms = int(time.time() * 1000)
         for plog in self.logs.values():
             plog.flush(now_ms)
             plog.close()
         self.checkpoint()
         for log_dir in self.log_dirs:
-            replace_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), b"")
+            marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
+            replace_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), marker)
         self.logs.clear()
+
+
+def _marker_broker_epoch(path: str) -> int:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return int(json.load(fh).get("brokerEpoch", -1))
+    except (OSError, ValueError, AttributeError):
+        return -1  # an empty marker (older kbroker) or an unreadable one
 
 
 def _offsets(path: str) -> dict[TopicPartition, int]:

@@ -16,6 +16,7 @@ from kbroker.handlers import api_versions
 from . import (
     allocate_producer_ids,
     alter_partition,
+    alter_partition_reassignments,
     begin_quorum_epoch,
     broker_heartbeat,
     broker_registration,
@@ -27,6 +28,7 @@ from . import (
     elect_leaders,
     end_quorum_epoch,
     incremental_alter_configs,
+    list_partition_reassignments,
     metadata_fetch,
     vote,
 )
@@ -34,8 +36,9 @@ from . import (
 CONTROLLER_HANDLERS: dict[int, ModuleType] = {
     m.API_KEY: m
     for m in (
-        api_versions, allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat,
-        broker_registration, create_partitions, create_topics, delete_topics, describe_cluster, describe_quorum,
-        elect_leaders, end_quorum_epoch, incremental_alter_configs, metadata_fetch, vote,
+        api_versions, allocate_producer_ids, alter_partition, alter_partition_reassignments, begin_quorum_epoch,
+        broker_heartbeat, broker_registration, create_partitions, create_topics, delete_topics, describe_cluster,
+        describe_quorum, elect_leaders, end_quorum_epoch, incremental_alter_configs, list_partition_reassignments,
+        metadata_fetch, vote,
     )
 }

@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 raise KafkaError(ErrorCode.invalid_request)
             epoch = node.controller.register_broker(
                 request.broker_id, str(request.incarnation_id), listener.host, listener.port, request.rack,
-                int(time.time() * 1000),
+                int(time.time() * 1000), getattr(request, "previous_broker_epoch", -1),
             )
             await node.committed()
         except KafkaError as exc:

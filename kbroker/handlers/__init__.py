@@ -11,6 +11,7 @@ from types import ModuleType
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_partition_reassignments,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -37,6 +38,7 @@ from . import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -88,6 +90,8 @@ _MODULES: list[ModuleType] = [
     delete_groups,
     offset_delete,
     elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
     consumer_group_heartbeat,
     consumer_group_describe,
 ]

@@ -2,7 +2,8 @@
 
 Adds the group's ``__consumer_offsets`` partition to the ongoing transaction (creating the
 topic at first use, as Kafka does), so TxnOffsetCommit may follow and the transaction's
-markers resolve those offsets. Errors as for AddPartitionsToTxn.
+markers resolve those offsets. Errors as for AddPartitionsToTxn. In a cluster the answer
+waits until the Ongoing record is replicated.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ async def handle(ctx: RequestContext, request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     error = ErrorCode.none
     try:
-        ctx.broker.transaction_coordinator.add_offsets(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
-        )
+        coordinator = ctx.broker.transaction_coordinator
+        coordinator.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
+                                request.group_id)
+        await coordinator.replicated(request.transactional_id)
     except KafkaError as exc:
         error = for_version(exc.code, ctx.api_version)
     return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=error)

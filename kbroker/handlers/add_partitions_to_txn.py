@@ -7,7 +7,9 @@ NONE if it is already in the ongoing transaction, else INVALID_TXN_STATE.
 Errors as Kafka: an unknown topic/partition gets UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED; a wrong producer id INVALID_PRODUCER_ID_MAPPING; an old epoch
 PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2); the whole-transaction error is given
-for every partition.
+for every partition. In a cluster the coordinator answers once the Ongoing record is replicated
+(NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE for every partition when that fails); v4+ also
+comes from partition leaders verifying a transactional write (AddPartitionsToTxnManager).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ MAX_VERSION = 5
 FIRST_BATCHED = 4
 
 
-def _add(ctx: RequestContext, m: object, transactional_id: str, producer_id: int, producer_epoch: int,
+async def _add(ctx: RequestContext, m: object, transactional_id: str, producer_id: int, producer_epoch: int,
          topics: tuple, verify_only: bool) -> tuple:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     coordinator = ctx.broker.transaction_coordinator
     try:
         errors = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted, verify_only)
+        if not verify_only:
+            await coordinator.replicated(transactional_id)
     except KafkaError as exc:
         errors = {tp: exc.code for tp in wanted}
     return tuple(
@@ -45,14 +49,14 @@ def _add(ctx: RequestContext, m: object, transactional_id: str, producer_id: int
 async def handle(ctx: RequestContext, request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     if ctx.api_version >= FIRST_BATCHED:
-        results = tuple(
-            build(m.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
-                  topic_results=_add(ctx, m, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                     txn.topics, txn.verify_only))
-            for txn in request.transactions
-        )
+        results = []
+        for txn in request.transactions:
+            topic_results = await _add(ctx, m, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                       txn.topics, txn.verify_only)
+            results.append(build(m.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
+                                 topic_results=topic_results))
         return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-                     results_by_transaction=results)
-    results = _add(ctx, m, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                     results_by_transaction=tuple(results))
+    results = await _add(ctx, m, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                    request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
     return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=results)

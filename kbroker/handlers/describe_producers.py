@@ -25,6 +25,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
         for index in topic.partition_indexes:
             try:
                 partition = replica_manager.get_partition(topic.name, index)
+                partition.check_leader()
             except KafkaError as exc:
                 partitions.append(build(m.PartitionResponse, partition_index=index, error_code=exc.code,
                                         error_message=exc.message, active_producers=()))

@@ -1,8 +1,8 @@
 """DescribeTopicPartitions (key 75), v0.
 
 Describes topics by name (an empty list: all topics), sorted by name, with each partition's
-leader, leader epoch, replicas, ISR, and empty ELR / last-known-ELR / offline lists (KIP-966;
-a single node has no eligible leaders besides itself). Unknown topic:
+leader, leader epoch, replicas, ISR, eligible leader replicas and last known ELR (KIP-966) and
+offline replicas, as the controller registered them (LEADER_NOT_AVAILABLE without a leader). Unknown topic:
 UNKNOWN_TOPIC_OR_PARTITION with no partitions.
 Paging: at most response_partition_limit partitions (capped at 2000, Kafka's
 ``max.request.partition.size.limit`` default) are returned; next_cursor names the topic and
@@ -16,6 +16,7 @@ from __future__ import annotations
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.replication.partition_registration import NO_LEADER
 
 from .metadata import TOPIC_OPERATIONS
 
@@ -72,18 +73,19 @@ async def handle(ctx: RequestContext, request: object) -> object:
 
 
 def _partition(ctx: RequestContext, m: object, topic: str, index: int) -> object | None:
-    partition = ctx.broker.replica_manager.partitions.get((topic, index))
-    if partition is None:
+    reg = ctx.broker.controller.partition_registration(topic, index)
+    if reg is None:
         return None
+    live = {b[0] for b in ctx.broker.live_brokers()}
     return build(
         m.DescribeTopicPartitionsResponsePartition,
-        error_code=ErrorCode.none,
+        error_code=ErrorCode.none if reg.leader != NO_LEADER else ErrorCode.leader_not_available,
         partition_index=index,
-        leader_id=partition.leader_id,
-        leader_epoch=partition.leader_epoch,
-        replica_nodes=tuple(partition.replicas),
-        isr_nodes=tuple(partition.isr),
-        eligible_leader_replicas=(),
-        last_known_elr=(),
-        offline_replicas=(),
+        leader_id=reg.leader,
+        leader_epoch=reg.leader_epoch,
+        replica_nodes=reg.replicas,
+        isr_nodes=reg.isr,
+        eligible_leader_replicas=reg.elr,
+        last_known_elr=reg.last_known_elr,
+        offline_replicas=tuple(r for r in reg.replicas if r not in live),
     )

@@ -9,6 +9,9 @@ v5+ is transaction version 2 (KIP-890 part 2; Kafka decides on the request versi
 every commit and abort bumps the producer epoch (a new producer id at epoch 0 when the
 epoch is exhausted) and the response carries the producer id and epoch to continue with
 (-1/-1 on error, as Kafka); a retry carries the epoch before the bump.
+In a cluster the answer follows the replication of PrepareCommit/PrepareAbort (Kafka's order);
+the markers and the Complete record follow asynchronously, and until then requests for the
+transactional id get CONCURRENT_TRANSACTIONS.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ async def handle(ctx: RequestContext, request: object) -> object:
     error = ErrorCode.none
     transaction_version = 2 if ctx.api_version >= FIRST_TRANSACTION_V2 else 1
     try:
-        producer_id, producer_epoch = ctx.broker.transaction_coordinator.end_txn(
+        coordinator = ctx.broker.transaction_coordinator
+        producer_id, producer_epoch = coordinator.end_txn(
             request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
             transaction_version,
         )
+        await coordinator.replicated(request.transactional_id)
     except KafkaError as exc:
         error = for_version(exc.code, ctx.api_version)
         producer_id, producer_epoch = -1, -1

@@ -10,9 +10,11 @@ groups by the ConsumerGroupCoordinator (``__consumer_offsets`` is created at the
 or group write). In a multi-node cluster a group's coordinator is the leader of its
 ``__consumer_offsets`` partition (the topic is created here on first use, with
 offsets.topic.num.partitions and offsets.topic.replication.factor; COORDINATOR_NOT_AVAILABLE
-while that cannot be done or the partition has no leader). Deviations: share groups (key type
-2) are not implemented; in a multi-node cluster transactional ids get COORDINATOR_NOT_AVAILABLE
-(the transaction coordinator is single-node only).
+while that cannot be done or the partition has no leader). A transactional id's coordinator is
+likewise the leader of its ``__transaction_state`` partition (created here on first use with
+transaction.state.log.num.partitions, transaction.state.log.replication.factor and
+min.insync.replicas = transaction.state.log.min.isr, as Kafka). Deviation: share groups (key
+type 2) are not implemented.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kbroker.context import RequestContext
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_TOPIC_CONFIGS, partition_for
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +35,6 @@ MAX_VERSION = 6
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-TRANSACTIONS_NOT_CLUSTERED = "the transaction coordinator is single-node only in this kbroker"
 
 
 async def handle(ctx: RequestContext, request: object) -> object:
@@ -63,18 +65,29 @@ async def _coordinator(ctx: RequestContext, key_type: int, key: str) -> Answer:
     if not broker.cluster_mode:
         host, port = broker.advertised
         return ErrorCode.none, None, broker.node_id, host, port
-    if key_type == KEY_TYPE_TRANSACTION:
-        return ErrorCode.coordinator_not_available, TRANSACTIONS_NOT_CLUSTERED, -1, "", -1
     controller = broker.controller
-    if CONSUMER_OFFSETS_TOPIC not in controller.topics:
+    if key_type == KEY_TYPE_TRANSACTION:
+        topic = TRANSACTION_STATE_TOPIC
+        configs = {**TRANSACTION_STATE_TOPIC_CONFIGS,
+                   "min.insync.replicas": str(broker.config.get_int("transaction.state.log.min.isr")),
+                   "segment.bytes": str(broker.config.get_int("transaction.state.log.segment.bytes"))}
+        partitions = broker.config.get_int("transaction.state.log.num.partitions")
+        replication_factor = broker.config.get_int("transaction.state.log.replication.factor")
+    else:
+        topic, configs = CONSUMER_OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+        partitions = broker.config.get_int("offsets.topic.num.partitions")
+        replication_factor = broker.config.get_int("offsets.topic.replication.factor")
+    if topic not in controller.topics:
         try:
-            await controller.create_topic(
-                CONSUMER_OFFSETS_TOPIC, broker.config.get_int("offsets.topic.num.partitions"),
-                broker.config.get_int("offsets.topic.replication.factor"), OFFSETS_TOPIC_CONFIGS)
+            await controller.create_topic(topic, partitions, replication_factor, configs)
         except KafkaError as exc:
-            log.info("cannot create %s yet: %s", CONSUMER_OFFSETS_TOPIC, exc)
+            log.info("cannot create %s yet: %s", topic, exc)
             return NOT_AVAILABLE
-    reg = controller.partition_registration(CONSUMER_OFFSETS_TOPIC, broker.offset_store.partition_for(key))
+    if key_type == KEY_TYPE_TRANSACTION:
+        index = partition_for(key, controller.topics[topic].partitions)
+    else:
+        index = broker.offset_store.partition_for(key)
+    reg = controller.partition_registration(topic, index)
     endpoint = broker.lifecycle.endpoint(reg.leader) if reg is not None and broker.lifecycle is not None else None
     if reg is None or endpoint is None:
         return NOT_AVAILABLE

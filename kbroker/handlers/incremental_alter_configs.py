@@ -11,7 +11,8 @@ than for DELETE), a resource named twice in one request, the topic "" or an unkn
 INVALID_REQUEST, with Kafka's messages (Kafka answers UNKNOWN_SERVER_ERROR for an unknown
 operation; kbroker says what is wrong).
 Deviations: BROKER resources answer INVALID_REQUEST ("dynamic broker configs are not
-supported by kbroker yet"); so do BROKER_LOGGER (log levels cannot be changed remotely yet)
+supported by kbroker yet") unless every operation is a DELETE (a no-op success: nothing is set
+dynamically); so do BROKER_LOGGER (log levels cannot be changed remotely yet)
 and other resource types.
 """
 
@@ -50,6 +51,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
 async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
     if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
         check_broker_resource(ctx.broker, resource.resource_name)
+        if resource.resource_type == RESOURCE_BROKER and all(c.config_operation == DELETE for c in resource.configs):
+            return  # nothing is set dynamically, so there is nothing to delete (kafka-reassign-partitions
+            # clears its replication throttles this way when a reassignment completes)
         raise KafkaError(ErrorCode.invalid_request, DYNAMIC_BROKER_CONFIGS_UNSUPPORTED)
     if resource.resource_type != RESOURCE_TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")

@@ -14,7 +14,9 @@ first time a new producer id with epoch 0, after that the same id with the epoch
 (fencing older sessions; an open transaction of the old session is aborted first). The
 transaction timeout must be in (0, transaction.max.timeout.ms] (else
 INVALID_TRANSACTION_TIMEOUT). A given producer id/epoch (KIP-360) that is not the current one
-is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4).
+is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). In a cluster the answer waits until
+the state record is replicated; an open transaction of the old session is aborted
+asynchronously and the request answered CONCURRENT_TRANSACTIONS meanwhile (the client retries).
 """
 
 from __future__ import annotations
@@ -51,11 +53,13 @@ async def handle(ctx: RequestContext, request: object) -> object:
         error = ErrorCode.invalid_request
     elif request.transactional_id is not None:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
+        coordinator = ctx.broker.transaction_coordinator
         try:
-            producer_id, epoch = ctx.broker.transaction_coordinator.init_producer_id(
-                request.transactional_id, timeout_ms, given_id, given_epoch
-            )
+            producer_id, epoch = coordinator.init_producer_id(request.transactional_id, timeout_ms, given_id,
+                                                              given_epoch)
+            await coordinator.replicated(request.transactional_id)
         except KafkaError as exc:
+            producer_id, epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             error = for_version(exc.code, ctx.api_version, first_fenced_version=4)
         except OSError as exc:
             log.error("cannot log the transaction state of %r: %s", request.transactional_id, exc)

@@ -44,6 +44,7 @@ SENTINEL_MIN_VERSION = {
     LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11,
 }
 UNKNOWN = (-1, -1, -1)  # timestamp, offset, leader epoch
+DEBUGGING_REPLICA_ID = -2
 
 
 async def handle(ctx: RequestContext, request: object) -> object:
@@ -74,6 +75,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
             else:
                 try:
                     partition = replica_manager.get_partition(topic.name, p.partition_index)
+                    if request.replica_id != DEBUGGING_REPLICA_ID:
+                        partition.check_leader()  # only the debugging replica id may ask a follower
                     error = partition.leader_epoch_error(getattr(p, "current_leader_epoch", -1))
                     if error == ErrorCode.none:
                         timestamp, offset, epoch = _lookup(

@@ -20,11 +20,14 @@ is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH, a non-tr
 batch during the producer's open transaction INVALID_TXN_STATE.
 Transactional batches are verified first (KIP-890 part 1, Kafka's ReplicaManager and
 AddPartitionsToTxnManager): when the producer has no open transaction of its epoch on the
-partition, the leader asks the coordinator (in-process) whether the partition is in the
-transaction. v0–10 are refused with INVALID_TXN_STATE "Partition was not added to the
+partition, the leader asks the coordinator (in-process, or in a cluster the leader of the
+id's ``__transaction_state`` partition with AddPartitionsToTxn v5) whether the partition is in
+the transaction. v0–10 are refused with INVALID_TXN_STATE "Partition was not added to the
 transaction", v11 with TRANSACTION_ABORTABLE; v12+ (KIP-890 part 2) adds the partition
 instead. A fenced epoch is INVALID_PRODUCER_EPOCH; a transaction being completed is
-NOT_ENOUGH_REPLICAS (retriable) before v12, CONCURRENT_TRANSACTIONS from v12.
+NOT_ENOUGH_REPLICAS (retriable) before v12, CONCURRENT_TRANSACTIONS from v12; a coordinator
+that cannot be asked (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+NETWORK_EXCEPTION) is NOT_ENOUGH_REPLICAS "Unable to verify ...", as Kafka's ReplicaManager.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ FIRST_TOPIC_ID = 13
 FIRST_ABORTABLE = 11  # TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE (Kafka's GENERIC_ERROR_SUPPORTED)
 FIRST_ADD_PARTITION = 12  # the partition is added to the transaction, not only verified (ADD_PARTITION)
 
+# Coordinator errors older producers would not retry: answered as NOT_ENOUGH_REPLICAS (retriable).
+UNVERIFIABLE = (ErrorCode.network_exception, ErrorCode.coordinator_load_in_progress,
+                ErrorCode.coordinator_not_available, ErrorCode.not_coordinator)
 _PARTITION_FIXED = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 _INT64 = struct.Struct(">q")
 
@@ -114,7 +120,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> object:
             else:
                 result = None
                 if request.transactional_id is not None:
-                    result = _verify_transaction(ctx, request.transactional_id, info.name, index, records)
+                    result = await _verify_transaction(ctx, request.transactional_id, info.name, index, records)
                 if result is None:
                     result = replica_manager.append_records(info.name, index, records, request.acks)
             out.append((index, result))
@@ -126,7 +132,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> object:
     return EncodedResponse([encode_response(ctx.header.correlation_id, version, results)])
 
 
-def _verify_transaction(ctx: RequestContext, transactional_id: str, topic: str, index: int,
+async def _verify_transaction(ctx: RequestContext, transactional_id: str, topic: str, index: int,
                         records: memoryview) -> ProduceResult | None:
     """None when the batch may be appended; else the refusal (nothing is written)."""
     if len(records) < HEADER_SIZE:
@@ -142,19 +148,34 @@ def _verify_transaction(ctx: RequestContext, transactional_id: str, topic: str, 
         return None  # already verified: the transaction is open here
     version = ctx.api_version
     add = version >= FIRST_ADD_PARTITION
-    error = ctx.broker.transaction_coordinator.verify_or_add_for_produce(
+    guard = _marker_state(entry)
+    error = await ctx.broker.add_partitions_to_txn_manager.verify_or_add(
         transactional_id, header.producer_id, header.producer_epoch, (topic, index), add)
     if error == ErrorCode.none:
+        # Kafka's VerificationGuard: a marker for this producer written here while the
+        # coordinator was asked ended the transaction the answer was about; appending now would
+        # open a transaction no coordinator knows (a hanging transaction).
+        entry = partition.log.producer_state.producers.get(header.producer_id)
+        if entry is not None and entry.current_txn_first_offset < 0 and _marker_state(entry) != guard:
+            return ProduceResult(ErrorCode.invalid_txn_state, error_message=(
+                "The transaction ended on this partition while it was being verified"))
         return None
     if error == ErrorCode.transaction_abortable and version < FIRST_ABORTABLE:
         error = ErrorCode.invalid_txn_state
     if error == ErrorCode.invalid_txn_state:
         return ProduceResult(error, error_message="Partition was not added to the transaction")
-    if error == ErrorCode.concurrent_transactions and not add:
+    if error in UNVERIFIABLE or (error == ErrorCode.concurrent_transactions and not add):
         return ProduceResult(ErrorCode.not_enough_replicas, error_message=(
             "Unable to verify the partition has been added to the transaction. "
-            "Underlying error: CONCURRENT_TRANSACTIONS"))
+            f"Underlying error: {error.name.upper()}"))
     return ProduceResult(error)
+
+
+def _marker_state(entry: object | None) -> tuple | None:
+    """What a marker changes in a producer's state on the partition (see the guard above)."""
+    if entry is None:
+        return None
+    return (id(entry), entry.producer_epoch, entry.coordinator_epoch, entry.last_timestamp)
 
 
 def encode_response(

@@ -10,6 +10,10 @@ group coordinator does through AddPartitionsToTxnManager.
 Producer id/epoch errors as AddPartitionsToTxn. v3+ generation id / member id / group.instance.id
 are checked by the GroupCoordinator as Kafka does for transactional commits (ILLEGAL_GENERATION,
 UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); without them (generation -1) any group accepts the commit.
+In a cluster this broker is the group's coordinator, not necessarily the transactional id's:
+the offsets partition is verified (v0-4) or added (v5+) by asking the transaction coordinator
+(AddPartitionsToTxnManager, as Kafka's group coordinator does), and the commit is answered once
+the ISR has it (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR otherwise, as OffsetCommit).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import time
 
 from kbroker.context import RequestContext
-from kbroker.groups.offset_store import OffsetAndMetadata
+from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetAndMetadata
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -28,6 +32,7 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 FIRST_ABORTABLE = 4
 FIRST_ADD_PARTITION = 5
+COMMIT_TIMEOUT_MS = 30000
 
 
 async def handle(ctx: RequestContext, request: object) -> object:
@@ -40,6 +45,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
         for t in request.topics for p in t.partitions
     }
     error = ErrorCode.none
+    if broker.cluster_mode:
+        error = await _commit_in_cluster(ctx, request, offsets)
+        return _response(m, request, error)
     try:
         coordinator = broker.transaction_coordinator
         if ctx.api_version >= FIRST_ADD_PARTITION:
@@ -54,6 +62,37 @@ async def handle(ctx: RequestContext, request: object) -> object:
                                                  offsets)
     except KafkaError as exc:
         error = for_version(exc.code, ctx.api_version)
+    return _response(m, request, error)
+
+
+async def _commit_in_cluster(ctx: RequestContext, request: object, offsets: dict) -> ErrorCode:
+    broker = ctx.broker
+    group = request.group_id
+    if broker.group_coordinator.coordinator_error(group):
+        return broker.group_coordinator.coordinator_error(group)
+    tp = (CONSUMER_OFFSETS_TOPIC, broker.offset_store.partition_for(group))
+    error = await broker.add_partitions_to_txn_manager.verify_or_add(
+        request.transactional_id, request.producer_id, request.producer_epoch, tp,
+        ctx.api_version >= FIRST_ADD_PARTITION)
+    if error == ErrorCode.transaction_abortable and ctx.api_version < FIRST_ABORTABLE:
+        error = ErrorCode.invalid_txn_state
+    elif error in (ErrorCode.network_exception, ErrorCode.coordinator_load_in_progress):
+        error = ErrorCode.coordinator_not_available  # retriable for every client
+    if error != ErrorCode.none:
+        return for_version(error, ctx.api_version)
+    try:
+        broker.group_coordinator.validate_commit(
+            group, getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
+            getattr(request, "group_instance_id", None), ctx.api_version, transactional=True)
+        broker.offset_store.commit_transactional(group, request.producer_id, request.producer_epoch, offsets)
+    except KafkaError as exc:
+        return for_version(exc.code, ctx.api_version)
+    except OSError:
+        return ErrorCode.coordinator_not_available
+    return await broker.offset_store.wait_replicated(group, COMMIT_TIMEOUT_MS)
+
+
+def _response(m: object, request: object, error: ErrorCode) -> object:
     topics = tuple(
         build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
             build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=error)

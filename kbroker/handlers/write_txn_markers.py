@@ -2,17 +2,21 @@
 
 Writes a COMMIT/ABORT control batch (key: version 0, type; value: version 0, coordinator
 epoch) for the producer to each named partition — the same routine the TransactionCoordinator
-uses itself. Per partition: UNKNOWN_TOPIC_OR_PARTITION if not hosted, INVALID_PRODUCER_EPOCH
-if the producer has moved past the marker's epoch. Markers on ``__consumer_offsets``
-resolve that producer's pending transactional offsets.
+uses for partitions it leads itself. Per partition: UNKNOWN_TOPIC_OR_PARTITION if not hosted,
+NOT_LEADER_OR_FOLLOWER if not led here, INVALID_PRODUCER_EPOCH if the producer has moved past
+the marker's epoch. In a cluster a partition is answered once the marker is on its ISR (Kafka
+writes markers with acks=all): NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT or
+NOT_LEADER_OR_FOLLOWER otherwise, which the coordinator retries. Markers on
+``__consumer_offsets`` resolve that producer's pending transactional offsets.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import build, response_module
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.transactions.coordinator import write_marker
+from kbroker.transactions.marker_channel import write_marker_replicated
 
 API_KEY = 27
 MIN_VERSION = 1
@@ -26,15 +30,13 @@ async def handle(ctx: RequestContext, request: object) -> object:
     for marker in request.markers:
         topics = []
         for topic in marker.topics:
-            partitions = []
-            for index in topic.partition_indexes:
-                error = ErrorCode.none
-                try:
-                    write_marker(broker.replica_manager, broker.offset_store, topic.name, index, marker.producer_id,
-                                 marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch)
-                except KafkaError as exc:
-                    error = exc.code
-                partitions.append(build(m.WritableTxnMarkerPartitionResult, partition_index=index, error_code=error))
-            topics.append(build(m.WritableTxnMarkerTopicResult, name=topic.name, partitions=tuple(partitions)))
+            errors = await asyncio.gather(*(
+                write_marker_replicated(broker.replica_manager, broker.offset_store, topic.name, index,
+                                        marker.producer_id, marker.producer_epoch, marker.transaction_result,
+                                        marker.coordinator_epoch)
+                for index in topic.partition_indexes))
+            partitions = tuple(build(m.WritableTxnMarkerPartitionResult, partition_index=index, error_code=error)
+                               for index, error in zip(topic.partition_indexes, errors, strict=True))
+            topics.append(build(m.WritableTxnMarkerTopicResult, name=topic.name, partitions=partitions))
         markers.append(build(m.WritableTxnMarkerResult, producer_id=marker.producer_id, topics=tuple(topics)))
     return build(m.WriteTxnMarkersResponse, markers=tuple(markers))

@@ -6,13 +6,26 @@ start-up; a crash between PrepareCommit/PrepareAbort and the Complete record is 
 load (markers written again). Ongoing transactions past their timeout are aborted with a
 bumped epoch, which fences the old producer. Transactional ids with no transaction in progress
 and no state change for transactional.id.expiration.ms are forgotten with a tombstone.
+
+In a cluster (``clustered``) a transactional id is coordinated by the leader of its
+``__transaction_state`` partition: the coordinator loads a partition's ids when this broker
+becomes its leader (finishing transactions caught in Prepare*), drops them when it stops
+leading, and answers NOT_COORDINATOR for ids of partitions it does not lead. Request handlers
+answer only once the state record is replicated (``replicated``). Markers are then written
+asynchronously by the TransactionMarkerChannelManager (Kafka's flow: EndTxn is answered after
+PrepareCommit/PrepareAbort is replicated; requests meanwhile get CONCURRENT_TRANSACTIONS), and
+the Complete record follows once every partition's leader has the marker on its ISR.
+Deviation: the in-memory state changes when the record is appended, not when it is replicated
+(Kafka keeps a pending state); a replication failure is answered with NOT_COORDINATOR /
+COORDINATOR_NOT_AVAILABLE and the client retries, and a lost leadership unloads the state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -34,6 +47,15 @@ if TYPE_CHECKING:
     from kbroker.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+REPLICATION_TIMEOUT_MS = 30000
+
+
+class MarkerChannel(Protocol):
+    """Writes a prepared transaction's markers, then calls ``complete`` (cluster mode)."""
+
+    def send_markers(self, coordinator: TransactionCoordinator, metadata: TransactionMetadata) -> None: ...
+
 
 MAX_EPOCH = 32767
 COORDINATOR_EPOCH = 0  # a single node's coordinator never moves
@@ -69,6 +91,84 @@ class TransactionCoordinator:
         self.num_partitions = num_partitions
         self.max_timeout_ms = max_timeout_ms
         self.transactions: dict[str, TransactionMetadata] = {}
+        # Cluster mode: the __transaction_state partitions led here -> their coordinator epoch
+        # (the partition's leader epoch, as Kafka's). None: a single node coordinates every id.
+        self.owned: dict[int, int] | None = None
+        self.marker_channel: MarkerChannel | None = None
+
+    # --- cluster mode ---------------------------------------------------------------------
+
+    def clustered(self, marker_channel: MarkerChannel) -> None:
+        """Cluster mode: coordinate nothing until elected leader of a state partition."""
+        self.owned = {}
+        self.marker_channel = marker_channel
+
+    def owns(self, transactional_id: str) -> bool:
+        return self.owned is None or partition_for(transactional_id, self.partitions_count()) in self.owned
+
+    def _check_owner(self, transactional_id: str) -> None:
+        if not self.owns(transactional_id):
+            raise KafkaError(ErrorCode.not_coordinator, "This is not the correct coordinator.")
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        if self.owned is None:
+            return COORDINATOR_EPOCH
+        return self.owned.get(partition_for(transactional_id, self.partitions_count()), -1)
+
+    def on_leadership(self, index: int, leader: bool) -> None:
+        """This broker became (or stopped being) the leader of ``__transaction_state`` partition
+        ``index``: load its transactional ids and finish their Prepare* transactions (Kafka's
+        onElection), or drop them (onResignation; marker sending for them stops)."""
+        assert self.owned is not None, "cluster mode only"
+        if leader:
+            partition = self.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, index))
+            if partition is None:
+                return
+            count = self.partitions_count()
+            for transactional_id in [t for t in self.transactions if partition_for(t, count) == index]:
+                del self.transactions[transactional_id]
+            loaded: dict[str, TransactionMetadata] = {}
+            for key, value in read_log(partition.log):
+                if key is not None:
+                    transactional_id, metadata = decode(key, value)
+                    if metadata is None:
+                        loaded.pop(transactional_id, None)
+                    else:
+                        loaded[transactional_id] = metadata
+            self.transactions.update(loaded)
+            self.owned[index] = partition.leader_epoch
+            log.info("coordinating %d transactional ids of %s-%d (coordinator epoch %d)", len(loaded),
+                     TRANSACTION_STATE_TOPIC, index, partition.leader_epoch)
+            for metadata in loaded.values():
+                if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                    log.info("completing transaction of %r left in %s", metadata.transactional_id,
+                             metadata.state.display)
+                    self._write_markers_and_complete(metadata)
+        elif index in self.owned:
+            del self.owned[index]
+            count = self.partitions_count()
+            for transactional_id in [t for t in self.transactions if partition_for(t, count) == index]:
+                del self.transactions[transactional_id]
+            log.info("no longer coordinating the transactional ids of %s-%d", TRANSACTION_STATE_TOPIC, index)
+
+    async def replicated(self, transactional_id: str, timeout_ms: int = REPLICATION_TIMEOUT_MS) -> None:
+        """Cluster mode: return once every state record of the id's partition is on the ISR.
+        Raises NOT_COORDINATOR if leadership moved meanwhile, COORDINATOR_NOT_AVAILABLE if the
+        ISR is short or time runs out (Kafka's mapping of append errors for the coordinator)."""
+        if self.owned is None:
+            return
+        index = partition_for(transactional_id, self.partitions_count())
+        partition = self.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, index))
+        if partition is None or index not in self.owned:
+            raise KafkaError(ErrorCode.not_coordinator)
+        try:
+            error = await asyncio.wait_for(partition.wait_for_commit(partition.log_end_offset), timeout_ms / 1000)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.coordinator_not_available) from None
+        if error == ErrorCode.not_leader_or_follower:
+            raise KafkaError(ErrorCode.not_coordinator)
+        if error != ErrorCode.none:
+            raise KafkaError(ErrorCode.coordinator_not_available)
 
     # --- the state log --------------------------------------------------------------------
 
@@ -108,9 +208,23 @@ class TransactionCoordinator:
         self.ensure_topic()
         now = _now()
         index = partition_for(metadata.transactional_id, self.partitions_count())
-        partition = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index)
-        partition.append_as_leader(record_batch(metadata, now), -1, now)
+        self._append_state(index, record_batch(metadata, now), now)
         self.transactions[metadata.transactional_id] = metadata
+
+    def _append_state(self, index: int, batch: memoryview, now: int) -> None:
+        if self.owned is not None and index not in self.owned:
+            raise KafkaError(ErrorCode.not_coordinator, "This is not the correct coordinator.")
+        try:
+            partition = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index)
+            partition.append_as_leader(batch, -1, now)
+        except KafkaError as exc:
+            if self.owned is None:
+                raise
+            # Kafka's coordinator maps append errors: leadership gone -> NOT_COORDINATOR, else
+            # COORDINATOR_NOT_AVAILABLE (e.g. the ISR under min.insync.replicas).
+            lost = exc.code in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition)
+            raise KafkaError(ErrorCode.not_coordinator if lost else ErrorCode.coordinator_not_available,
+                             exc.message) from None
 
     def _transition(self, metadata: TransactionMetadata, state: TransactionState, **changes: object) -> None:
         """Log the new state first; only then is it the state."""
@@ -130,6 +244,7 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             raise KafkaError(ErrorCode.invalid_transaction_timeout,
                              f"transaction timeout {timeout_ms} is outside (0, transaction.max.timeout.ms]")
+        self._check_owner(transactional_id)
         metadata = self.transactions.get(transactional_id)
         if metadata is None:
             pid = self.allocator.allocate()
@@ -138,10 +253,15 @@ class TransactionCoordinator:
         if given_pid >= 0 and (given_pid, given_epoch) != (metadata.producer_id, metadata.producer_epoch):
             raise KafkaError(ErrorCode.producer_fenced,
                              "There is a newer producer with the same transactionalId which fences the current one.")
+        if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            raise KafkaError(ErrorCode.concurrent_transactions, "a transaction is being completed")
         if metadata.state == S.ONGOING:
             # A new session fences the old one: bump the epoch and abort what it left open.
             self._abort_with_bump(metadata)
             metadata = self.transactions[transactional_id]
+            if metadata.state == S.PREPARE_ABORT:
+                # Cluster mode: the markers are on their way; the client retries (as Kafka).
+                raise KafkaError(ErrorCode.concurrent_transactions, "aborting the open transaction")
         pid, epoch = metadata.producer_id, metadata.producer_epoch + 1
         if epoch >= MAX_EPOCH:
             pid, epoch = self.allocator.allocate(), 0
@@ -150,6 +270,7 @@ class TransactionCoordinator:
         return pid, epoch
 
     def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionMetadata:
+        self._check_owner(transactional_id)
         metadata = self.transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping,
@@ -192,6 +313,7 @@ class TransactionCoordinator:
         INVALID_PRODUCER_EPOCH, which producers expect here).
         """
         try:
+            self._check_owner(transactional_id)
             if transactional_id not in self.transactions:
                 raise KafkaError(ErrorCode.invalid_producer_id_mapping)
             error = self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], not add)[tp]
@@ -246,6 +368,7 @@ class TransactionCoordinator:
         """Kafka's TV2 endTransaction: a retry carries the epoch before the bump (or, after an
         epoch overflow, the previous producer id and the last epoch); the same epoch in a
         Complete state is the next EndTxn. Aborting with no partitions still bumps the epoch."""
+        self._check_owner(transactional_id)
         metadata = self.transactions.get(transactional_id)
         if metadata is None:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping)
@@ -262,6 +385,12 @@ class TransactionCoordinator:
         if not valid_epoch:
             raise KafkaError(ErrorCode.producer_fenced,
                              "There is a newer producer with the same transactionalId which fences the current one.")
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            # Cluster mode: markers on their way (Kafka: CONCURRENT_TRANSACTIONS, the client retries).
+            if state != (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+                raise KafkaError(ErrorCode.invalid_txn_state,
+                                 f"cannot {'commit' if commit else 'abort'} in state {state.display}")
+            raise KafkaError(ErrorCode.concurrent_transactions, "a transaction is being completed")
         retry = retry_on_bump or retry_on_overflow
         done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         if state == S.ONGOING:
@@ -274,6 +403,8 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.invalid_txn_state,
                              f"cannot {'commit' if commit else 'abort'} in state {state.display}")
         current = self.transactions[transactional_id]
+        if current.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and current.next_producer_id >= 0:
+            return current.next_producer_id, 0  # markers pending: the id it continues with after them
         return current.producer_id, current.producer_epoch
 
     def _complete_with_bump(self, metadata: TransactionMetadata, commit: bool) -> None:
@@ -292,6 +423,9 @@ class TransactionCoordinator:
         self._write_markers_and_complete(self.transactions[metadata.transactional_id])
 
     def _write_markers_and_complete(self, metadata: TransactionMetadata) -> None:
+        if self.marker_channel is not None:
+            self.marker_channel.send_markers(self, metadata)  # complete() follows the markers
+            return
         commit = metadata.state == S.PREPARE_COMMIT
         for topic, index in sorted(metadata.partitions):
             try:
@@ -301,6 +435,11 @@ class TransactionCoordinator:
                 # The partition has gone (topic deleted) or moved past this epoch: nothing to end there.
                 log.warning("marker for %r on %s-%d not written: %s", metadata.transactional_id, topic, index,
                             exc.message or exc.code.name)
+        self.complete(metadata)
+
+    def complete(self, metadata: TransactionMetadata) -> None:
+        """Every marker of the prepared ``metadata`` is written: log CompleteCommit/CompleteAbort."""
+        commit = metadata.state == S.PREPARE_COMMIT
         changes: dict[str, object] = {}
         if metadata.client_transaction_version >= 2:
             changes["previous_producer_id"] = metadata.producer_id
@@ -315,7 +454,10 @@ class TransactionCoordinator:
         for metadata in expired:
             log.info("aborting transaction of %r: timed out after %d ms",
                      metadata.transactional_id, metadata.timeout_ms)
-            self._abort_with_bump(metadata)
+            try:
+                self._abort_with_bump(metadata)
+            except KafkaError as exc:  # cluster mode: leadership moved; the new coordinator aborts it
+                log.info("cannot abort the transaction of %r here: %s", metadata.transactional_id, exc.code.name)
         return len(expired)
 
     def remove_expired_transactional_ids(self, now_ms: int, expiration_ms: int) -> list[str]:
@@ -326,14 +468,21 @@ class TransactionCoordinator:
         A later InitProducerId for the id starts afresh with a new producer id at epoch 0."""
         expired = [m for m in self.transactions.values()
                    if m.state in EXPIRABLE and m.last_update_ms <= now_ms - expiration_ms]
+        removed: list[str] = []
         for metadata in expired:
             self.ensure_topic()
             index = partition_for(metadata.transactional_id, self.partitions_count())
-            partition = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index)
-            partition.append_as_leader(tombstone_batch(metadata.transactional_id, now_ms), -1, now_ms)
+            try:
+                self._append_state(index, tombstone_batch(metadata.transactional_id, now_ms), now_ms)
+            except KafkaError as exc:
+                if self.owned is None:
+                    raise
+                log.info("cannot expire %r here: %s", metadata.transactional_id, exc.code.name)
+                continue
             del self.transactions[metadata.transactional_id]
+            removed.append(metadata.transactional_id)
             log.info("transactional id %r expired: idle since %d", metadata.transactional_id, metadata.last_update_ms)
-        return [m.transactional_id for m in expired]
+        return removed
 
 
 EXPIRABLE = (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)

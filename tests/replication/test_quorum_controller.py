@@ -146,14 +146,18 @@ def test_no_live_isr_member_means_no_leader_unless_unclean_election_is_enabled(t
         controller.fence_expired_sessions(SESSION_MS)  # 1 and 2 expire
         reg = controller.image.topics["t"].partitions[0]
         assert reg.leader == expected_leader, unclean
-        # The ISR is never emptied: it keeps the last member (KRaft), or the unclean leader.
-        assert reg.isr == ((1,) if expected_leader == NO_LEADER else (3,))
         if expected_leader == NO_LEADER:
-            # When the last ISR member comes back it leads again, with a new epoch.
+            # KIP-966: the ISR may be empty; its last member keeps its claims (ELR, last known).
+            assert (reg.isr, reg.elr, reg.last_known_elr) == ((), (1,), (1,))
+            # It comes back after a crash: no longer an ELR member, but as the last known leader
+            # it is the replica that can hold every committed record, so it leads again.
             epoch = controller.register_broker(1, "incarnation-1b", "h", 9092, None, SESSION_MS + 1)
+            assert controller.image.topics["t"].partitions[0].elr == ()
             controller.heartbeat(1, epoch, controller.image.offset, False, False, SESSION_MS + 2)
             reg = controller.image.topics["t"].partitions[0]
-            assert (reg.leader, reg.isr) == (1, (1,)) and reg.leader_epoch >= 1
+            assert (reg.leader, reg.isr, reg.last_known_elr) == (1, (1,), ()) and reg.leader_epoch >= 1
+        else:
+            assert reg.isr == (3,)  # the unclean leader alone
         assert_log_is_the_truth(controller)
 
 
@@ -234,4 +238,37 @@ def test_preferred_election_and_auto_rebalance_return_leadership_to_the_first_re
     reg = controller.image.topics["t"].partitions[0]
     assert reg.leader == 1 and reg.leader_epoch == 2
     assert controller.rebalance_leaders(10, SESSION_MS + 4) == 0
+    assert_log_is_the_truth(controller)
+
+
+def test_reassignment_adds_then_removes_replicas_once_the_targets_are_in_sync(tmp_path):
+    controller = make_controller(tmp_path)
+    epochs = start_brokers(controller, ids=(1, 2, 3, 4))
+    controller.create_topic("t", 1, 2, {0: [1, 2]}, {}, False, 0)
+    topic_id = controller.image.topics["t"].topic_id
+    assert controller.alter_reassignments([("t", 0, [3, 4])], True, 1) == {("t", 0): (ErrorCode.none, None)}
+    reg = controller.image.topics["t"].partitions[0]
+    # Both sets replicate meanwhile; the ISR and the leader have not moved yet.
+    assert (reg.replicas, reg.adding, reg.removing, reg.isr, reg.leader) == ((3, 4, 1, 2), (3, 4), (1, 2), (1, 2), 1)
+    assert set(controller.ongoing_reassignments(None)) == {("t", 0)}
+    reg = controller.alter_partition(1, epochs[1], topic_id, 0, reg.leader_epoch, reg.partition_epoch, [1, 2, 3], 2)
+    assert reg.adding == (3, 4)  # 4 is not in sync yet
+    reg = controller.alter_partition(1, epochs[1], topic_id, 0, reg.leader_epoch, reg.partition_epoch,
+                                     [1, 2, 3, 4], 3)
+    # Done: the targets alone, and leadership handed to the first in-sync target (new epoch).
+    assert (reg.replicas, reg.isr, reg.adding, reg.removing, reg.leader, reg.leader_epoch) == (
+        (3, 4), (3, 4), (), (), 3, 1)
+    assert controller.ongoing_reassignments(None) == {}
+
+    def error(target, allow_rf_change=True) -> ErrorCode:
+        return controller.alter_reassignments([("t", 0, target)], allow_rf_change, 4)[("t", 0)][0]
+
+    assert error(None) == ErrorCode.no_reassignment_in_progress
+    assert error([3, 9]) == ErrorCode.invalid_replica_assignment
+    assert error([3], allow_rf_change=False) == ErrorCode.invalid_replication_factor
+    # A cancelled reassignment goes back to the original replicas.
+    controller.alter_reassignments([("t", 0, [1, 2])], True, 5)
+    controller.alter_reassignments([("t", 0, None)], True, 6)
+    reg = controller.image.topics["t"].partitions[0]
+    assert (reg.replicas, reg.adding, reg.removing, reg.leader) == ((3, 4), (), (), 3)
     assert_log_is_the_truth(controller)

@@ -1,0 +1,36 @@
+"""ListPartitionReassignments (key 46), v0, on the controller: the moves in progress.
+
+Each partition being reassigned with its replicas (target and removing), adding and removing
+replicas; a null topic list means every partition; finished or unknown partitions are left out.
+"""
+
+from __future__ import annotations
+
+from kbroker.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 46
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: object) -> object:
+    node = ctx.broker
+    m = response_module(API_KEY, ctx.api_version)
+    wanted = None
+    if request.topics is not None:
+        wanted = [(t.name, i) for t in request.topics for i in t.partition_indexes]
+    try:
+        ongoing = node.controller.ongoing_reassignments(wanted)
+    except KafkaError as exc:
+        return build(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
+                     error_message=exc.message, topics=())
+    by_topic: dict[str, list[object]] = {}
+    for (name, index), reg in sorted(ongoing.items()):
+        by_topic.setdefault(name, []).append(build(
+            m.OngoingPartitionReassignment, partition_index=index, replicas=reg.replicas,
+            adding_replicas=reg.adding, removing_replicas=reg.removing))
+    return build(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                 error_message=None, topics=tuple(build(m.OngoingTopicReassignment, name=name, partitions=tuple(parts))
+                                                  for name, parts in by_topic.items()))

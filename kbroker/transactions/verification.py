@@ -1,0 +1,83 @@
+"""AddPartitionsToTxnManager: a partition leader asks the transaction coordinator (KIP-890).
+
+Before the first transactional batch of a producer epoch on a partition (and for TxnOffsetCommit
+on the group coordinator) the leader asks the coordinator of the transactional id whether the
+partition is in the ongoing transaction (``add=False``: AddPartitionsToTxn v4+ with
+verify_only) or has it added (``add=True``, transaction version 2: Produce v12+ and
+TxnOffsetCommit v5+). The coordinator is the leader of the id's ``__transaction_state``
+partition; when that is this broker the coordinator is asked in-process, else over the wire.
+The answer is the coordinator's error for the partition, as Kafka's manager hands it to the
+leader: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, a coordinator that cannot be found
+COORDINATOR_NOT_AVAILABLE, a failed link NETWORK_EXCEPTION (the caller maps these for clients).
+Nothing is cached here: the partition's own producer state (an open transaction of that epoch)
+is what lets later batches skip the question, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kio.schema.add_partitions_to_txn.v5 import request as add_partitions_v5
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
+
+if TYPE_CHECKING:
+    from kbroker.replication.controller import Controller
+    from kbroker.transactions.coordinator import TransactionCoordinator
+    from kbroker.transactions.marker_channel import BrokerClients
+
+log = logging.getLogger(__name__)
+
+ADD_PARTITIONS_TO_TXN = 24
+REQUEST_TIMEOUT_S = 30.0
+
+
+class AddPartitionsToTxnManager:
+    def __init__(self, node_id: int, controller: Controller, coordinator: TransactionCoordinator,
+                 clients: BrokerClients | None) -> None:
+        self.node_id = node_id
+        self.controller = controller
+        self.coordinator = coordinator
+        self.clients = clients  # None: a single node, whose coordinator is always in-process
+
+    async def verify_or_add(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            tp: tuple[str, int], add: bool) -> ErrorCode:
+        if self.clients is None or self.coordinator.owns(transactional_id):
+            error = self.coordinator.verify_or_add_for_produce(transactional_id, producer_id, producer_epoch, tp, add)
+            if error == ErrorCode.none and add:
+                try:
+                    await self.coordinator.replicated(transactional_id)
+                except KafkaError as exc:
+                    error = exc.code
+            return error
+        return await self._ask_coordinator(transactional_id, producer_id, producer_epoch, tp, add)
+
+    async def _ask_coordinator(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                               tp: tuple[str, int], add: bool) -> ErrorCode:
+        assert self.clients is not None
+        info = self.controller.topics.get(TRANSACTION_STATE_TOPIC)
+        registration = None if info is None else self.controller.partition_registration(
+            TRANSACTION_STATE_TOPIC, partition_for(transactional_id, info.partitions))
+        client = None if registration is None or registration.leader < 0 else self.clients.get(registration.leader)
+        if client is None:
+            return ErrorCode.coordinator_not_available
+        m = add_partitions_v5
+        request = m.AddPartitionsToTxnRequest(transactions=(m.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=not add, topics=(m.AddPartitionsToTxnTopic(name=tp[0], partitions=(tp[1],)),)),))
+        try:
+            response = await client.request(ADD_PARTITIONS_TO_TXN, 5, request, timeout_s=REQUEST_TIMEOUT_S)
+        except (ConnectionError, TimeoutError) as exc:
+            log.info("AddPartitionsToTxn to broker %d failed: %s", registration.leader, exc)
+            return ErrorCode.network_exception
+        if response.error_code != ErrorCode.none:
+            return ErrorCode(response.error_code)
+        error = ErrorCode.none
+        for result in response.results_by_transaction:
+            for topic in result.topic_results:
+                for p in topic.results_by_partition:
+                    if (topic.name, p.partition_index) == tp:
+                        error = ErrorCode(p.partition_error_code)
+        return ErrorCode.invalid_producer_epoch if error == ErrorCode.producer_fenced else error
