@@ -167,6 +167,7 @@ def finish_after_crash(producer: Producer, bootstrap: str) -> tuple[Producer, st
             return producer, "committed"
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
+            print("COMMIT ERROR", time.time(), error, error.retriable(), error.txn_requires_abort(), flush=True)
             if error.retriable() and time.monotonic() < deadline:
                 continue
             if error.txn_requires_abort():
