@@ -209,8 +209,11 @@ METRICS = [
 
 
 def table(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per workload × metric: per-cluster medians and the kbroker/Kafka ratio spread over runs."""
-    ok = {(s["workload"], s["target"], s["run"]): s for s in samples if "error" not in s}
+    """One row per workload × metric: per-cluster medians and the kbroker/Kafka ratio spread over the runs
+    where both clusters have the figure."""
+    # a failed sample still contributes the phases it finished (a P6 run failing in its latency
+    # phase has its create and idle figures)
+    ok = {(s["workload"], s["target"], s["run"]): s for s in samples}
     rows = []
     for workload in WORKLOADS:
         runs = sorted({r for (w, t, r) in ok if w == workload and t == "kbroker"}
@@ -232,6 +235,13 @@ def table(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _fmt(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _brief(error: str) -> str:
+    """An error for a table cell: its first line, cut, and its last line (a tool's last stderr line)."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    text = lines[0][:160] + (f" … {lines[-1][-240:]}" if len(lines) > 1 else "")
+    return "`" + text.replace("|", "/").replace("`", "'") + "`"
 
 
 def markdown(rows: list[dict[str, Any]], samples: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -258,14 +268,14 @@ def markdown(rows: list[dict[str, Any]], samples: list[dict[str, Any]], meta: di
               "rate | e2e p50 / p99 / max µs | ack p50 / p99 µs | MB/s | CPU-s/GB | others' CPU (lat / thr) |",
               "|---|---|---|---:|---:|---|---:|---|---|---:|---:|---|"]
     for s in samples:
-        if "error" in s:
-            lines.append(f"| {s['workload']} | {s['target']} | {s['run']} | failed: {s['error'][:300]!r} |"
-                         " | | | | | | | |")
-            continue
         idle = s.get("idle", {}).get("node_cpu_s", "–")
+        head = f"| {s['workload']} | {s['target']} | {s['run']} | {s.get('start_s', '–')} | " \
+               f"{s.get('create', {}).get('leaders_s', '–')} | {idle} |"
+        if "error" in s:
+            lines.append(f"{head} failed: {_brief(s['error'])} | | | | | |")
+            continue
         lat, thr = s["latency"], s["throughput"]
-        lines.append(f"| {s['workload']} | {s['target']} | {s['run']} | {s['start_s']} | {s['create']['leaders_s']} | "
-                     f"{idle} | {lat['achieved_rate']:.0f} | {lat['p50_us']} / {lat['p99_us']} / {lat['max_us']} | "
+        lines.append(f"{head} {lat['achieved_rate']:.0f} | {lat['p50_us']} / {lat['p99_us']} / {lat['max_us']} | "
                      f"{lat['ack_p50_us']} / {lat['ack_p99_us']} | "
                      f"{thr['mb_s']} | {thr['broker_cpu_s_per_gb']} | {lat['other_cpu_share']:.2f} / "
                      f"{thr['other_cpu_share']:.2f} |")
@@ -286,7 +296,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, help="P6 idle-CPU window (30)")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="results directory")
     parser.add_argument("--workdir", type=Path, help="where clusters keep their data (a temp dir)")
+    parser.add_argument("--render", action="store_true", help="only rewrite replicated.md from replicated.json")
     args = parser.parse_args(argv)
+    if args.render:
+        data = json.loads((args.out / "replicated.json").read_text())
+        rows = table(data["samples"])
+        (args.out / "replicated.json").write_text(json.dumps({**data, "table": rows}, indent=1) + "\n")
+        (args.out / "replicated.md").write_text(markdown(rows, data["samples"], data["meta"]))
+        return 0
     scale = Scale.smoke() if args.smoke else Scale()
     overrides = {"rate": args.rate, "latency_seconds": args.latency_seconds, "idle_seconds": args.idle_seconds,
                  "throughput_bytes": args.throughput_mib and args.throughput_mib << 20}

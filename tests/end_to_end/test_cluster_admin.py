@@ -1,8 +1,8 @@
 """Administering a 3-broker cluster with real clients: the same assertions on Kafka and kbroker.
 
-One cluster per target for the module (compat/cluster.py: controller 100 on 127.0.0.21, brokers
-1-3 on 127.0.0.11-13, RF 3, min.insync.replicas 2). Topics are created through one broker and
-read back through another (kbroker brokers forward admin requests to the controller, as KRaft
+The session's shared cluster of each target (tests/end_to_end/conftest.py: controller 100 on
+127.0.0.21, brokers 1-3 on 127.0.0.11-13, RF 3, min.insync.replicas 2). Topics are created
+through one broker and read back through another (kbroker brokers forward admin requests to the controller, as KRaft
 brokers do); leaders spread over the brokers; acks=all is refused with NOT_ENOUGH_REPLICAS (19)
 when the ISR is below min.insync.replicas; a clean shutdown (SIGTERM) moves leadership away
 before the broker exits (controlled shutdown), and a preferred-replica election moves it back;
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,17 +23,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 from kafka import KafkaProducer
 from kafka.errors import NotEnoughReplicasError, RequestTimedOutError
 
-from compat.cluster import CONTROLLER_ID, Cluster, make_cluster
+from compat.cluster import CONTROLLER_ID, Cluster
 from compat.deps import kafka_classpath
 
 DEADLINE_S = 20.0
-
-
-@pytest.fixture(scope="module", params=["kafka", "kbroker"])
-def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    workdir: Path = tmp_path_factory.mktemp(f"cluster-admin-{request.param}")
-    with make_cluster(request.param, workdir) as running:
-        yield running
 
 
 def admin_via(cluster: Cluster, broker_id: int) -> AdminClient:

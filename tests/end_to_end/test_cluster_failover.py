@@ -1,7 +1,7 @@
 """Leader failover on a 3-broker cluster loses, duplicates and reorders nothing (fault matrix M2/M3, short).
 
-Parametrized over real Apache Kafka 4.3.1 (the positive control: the harness must report a clean
-run there) and kbroker. ``compat.failover.run_failover`` keeps idempotent acks=all producers
+Run on the session's shared clusters (conftest.py): real Apache Kafka 4.3.1 (the positive
+control: the harness must report a clean run there) and kbroker. ``compat.failover.run_failover`` keeps idempotent acks=all producers
 writing unique values to topic ``failover`` (RF 3, 6 partitions, min.insync.replicas=2) while the
 leader of a random partition is SIGKILLed and restarted three times, then SIGSTOPped for 4 s and
 SIGCONTed once. Every partition must show a live leader on every surviving broker within 5 s of
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from compat.cluster import make_cluster
+from compat.cluster import Cluster
 from compat.failover import Send, check, one_line, run_failover
 
 KILLS = 3
@@ -37,14 +37,12 @@ def _seed() -> int:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("target", ["kafka", "kbroker"])
-def test_leader_failover_loses_nothing(target: str, tmp_path: Path) -> None:
+def test_leader_failover_loses_nothing(cluster: Cluster, tmp_path: Path) -> None:
     seed = _seed()
-    print(f"failover seed {seed}")
-    with make_cluster(target, tmp_path / "cluster") as cluster:
-        summary = run_failover(
-            cluster, kills=KILLS, pauses=PAUSES, pause_s=PAUSE_S, seed=seed, out=tmp_path / "failover.json"
-        )
+    print(f"failover seed {seed} on {cluster.name}")
+    summary = run_failover(
+        cluster, kills=KILLS, pauses=PAUSES, pause_s=PAUSE_S, seed=seed, out=tmp_path / "failover.json"
+    )
     print(one_line(summary))
     faults = json.dumps(summary["faults"], indent=1)
     assert (summary["kills"], summary["pauses"]) == (KILLS, PAUSES), faults

@@ -1,6 +1,7 @@
 """Fetching from the closest replica (KIP-392), the same assertions on Kafka 4.3.1 and kbroker.
 
-Brokers 1-3 are in racks a, b, c and run Kafka's RackAwareReplicaSelector. A consumer in rack b
+The session's shared cluster (conftest.py) puts brokers 1-3 in racks a, b, c with Kafka's
+RackAwareReplicaSelector. A consumer in rack b
 asking the leader (broker 1) is told, with no records, to read from broker 2 (its rack's
 replica: preferred_read_replica); broker 2 then serves it the records below its high watermark;
 and a confluent-kafka consumer with ``client.rack=c`` reads every record.
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -20,10 +20,8 @@ from kbroker.protocol.records import split_batches
 from kbroker.replication.inter_broker_client import InterBrokerClient
 from kio.schema.fetch.v12 import request as fetch_v12
 
-from compat.cluster import Cluster, make_cluster
+from compat.cluster import Cluster
 
-SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
-RACKS = {1: "a", 2: "b", 3: "c"}
 COUNT = 100
 
 
@@ -49,40 +47,36 @@ def fetch(cluster: Cluster, broker_id: int, rack: str) -> object:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("target", ["kafka", "kbroker"])
-def test_consumers_read_from_the_replica_in_their_rack(target: str, tmp_path: Path) -> None:
-    node_extra = {b: {"broker.rack": rack} for b, rack in RACKS.items()}
-    with make_cluster(target, tmp_path / "cluster", {"replica.selector.class": SELECTOR},
-                      node_extra=node_extra) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        admin.create_topics([NewTopic("ff", 1, replica_assignment=[[1, 2, 3]])])["ff"].result(timeout=30)
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
-        for i in range(COUNT):
-            producer.produce("ff", value=str(i).encode())
-        assert producer.flush(30) == 0
-        from_leader = fetch(cluster, 1, "b")
-        assert from_leader.error_code == 0
-        assert from_leader.preferred_read_replica == 2
-        assert not from_leader.records
-        deadline = time.monotonic() + 20
-        while True:  # the follower's high watermark follows the leader's on its next fetch
-            from_follower = fetch(cluster, 2, "b")
-            assert from_follower.error_code == 0
-            if from_follower.high_watermark == COUNT:
-                break
-            assert time.monotonic() < deadline, from_follower
-        records = sum(h.record_count for _pos, h in split_batches(memoryview(from_follower.records)))
-        assert records == COUNT
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ff-reader",
-                             "client.rack": "c", "enable.auto.commit": False})
-        try:
-            consumer.assign([TopicPartition("ff", 0, 0)])
-            seen = []
-            deadline = time.monotonic() + 30
-            while len(seen) < COUNT and time.monotonic() < deadline:
-                message = consumer.poll(0.2)
-                if message is not None and not message.error():
-                    seen.append(int(message.value()))
-        finally:
-            consumer.close()
-        assert seen == list(range(COUNT))
+def test_consumers_read_from_the_replica_in_their_rack(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("ff", 1, replica_assignment=[[1, 2, 3]])])["ff"].result(timeout=30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(COUNT):
+        producer.produce("ff", value=str(i).encode())
+    assert producer.flush(30) == 0
+    from_leader = fetch(cluster, 1, "b")
+    assert from_leader.error_code == 0
+    assert from_leader.preferred_read_replica == 2
+    assert not from_leader.records
+    deadline = time.monotonic() + 20
+    while True:  # the follower's high watermark follows the leader's on its next fetch
+        from_follower = fetch(cluster, 2, "b")
+        assert from_follower.error_code == 0
+        if from_follower.high_watermark == COUNT:
+            break
+        assert time.monotonic() < deadline, from_follower
+    records = sum(h.record_count for _pos, h in split_batches(memoryview(from_follower.records)))
+    assert records == COUNT
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ff-reader",
+                         "client.rack": "c", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("ff", 0, 0)])
+        seen = []
+        deadline = time.monotonic() + 30
+        while len(seen) < COUNT and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                seen.append(int(message.value()))
+    finally:
+        consumer.close()
+    assert seen == list(range(COUNT))

@@ -8,9 +8,12 @@ to the others and every leader verifies the producer's first write with the coor
 AddOffsetsToTxn, TxnOffsetCommit) commits and aborts transactions over six partitions; a
 read_committed consumer sees exactly the committed records at the offsets both brokers give
 them (one record and one marker per transaction and partition). A consume-transform-produce
-transaction commits its input offsets with its output. Then, with a transaction open on every
-partition, the coordinator's broker is SIGKILLed: the producer finishes (or, if the client
-made the error fatal, a new producer with the same transactional id fences it) and goes on.
+transaction commits its input offsets with its output. Then,
+mid-commit (PrepareCommit replicated, one marker blocked by a paused single-replica partition)
+the coordinator's broker is SIGKILLed: the new coordinator finishes the commit. Then, with a
+transaction open on every partition, the next coordinator's broker is SIGKILLed: the producer
+finishes (or, if the client made the error fatal, a new producer with the same transactional
+id fences it) and goes on.
 Every transaction is all or nothing, aborted ones never show, and no transaction is left
 hanging: each partition's last stable offset reaches its high watermark within
 transaction.timeout.ms plus a margin. Kafka 4.3.1's Java producer (transaction version 2:
@@ -157,6 +160,19 @@ def java_transactions(classes: Path, bootstrap: str) -> None:
         probe.close()
 
 
+def wait_fully_replicated(cluster: object, topics: list[str]) -> None:
+    """Until every partition of ``topics`` has all three brokers in its ISR."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        running = next(b for b in cluster.broker_ids if cluster.is_running(b))
+        answer = cluster.metadata(running, topics, timeout=10)
+        short = [(t.name, p.partition_index, p.isr_nodes) for t in answer.topics for p in t.partitions
+                 if len(p.isr_nodes) < 3]
+        if not short and all(t.partitions for t in answer.topics):
+            return
+        assert time.monotonic() < deadline, short
+
+
 def finish_after_crash(producer: Producer, bootstrap: str) -> tuple[Producer, str]:
     """Commit the open transaction across the coordinator's crash; its outcome as far as the
     client knows ("committed", "aborted", or "unknown" when the client gave up on it)."""
@@ -167,7 +183,6 @@ def finish_after_crash(producer: Producer, bootstrap: str) -> tuple[Producer, st
             return producer, "committed"
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
-            print("COMMIT ERROR", time.time(), error, error.retriable(), error.txn_requires_abort(), flush=True)
             if error.retriable() and time.monotonic() < deadline:
                 continue
             if error.txn_requires_abort():
@@ -239,25 +254,49 @@ def test_transactions_survive_a_coordinator_crash(target: str, tmp_path: Path) -
         # yet. The new coordinator finds PrepareCommit and finishes the commit once it can.
         coordinator = transaction_coordinator(cluster)
         blocked = next(b for b in cluster.broker_ids if b != coordinator)
-        escrow = NewTopic(ESCROW, 1, replica_assignment=[[blocked]])
+        escrow = NewTopic(ESCROW, 1, replica_assignment=[[blocked]], config={"min.insync.replicas": "1"})
         admin.create_topics([escrow])[ESCROW].result(timeout=30)
         number = 12
         producer.begin_transaction()
         for partition, value in values_of(number):
             producer.produce(TOPIC, value=value, partition=partition)
-        producer.produce(ESCROW, value=b"12-escrow", partition=0)
-        assert producer.flush(30) == 0
+        reports: list[object] = []
+        producer.produce(ESCROW, value=b"12-escrow", partition=0, on_delivery=lambda err, _m: reports.append(err))
+        deadline = time.monotonic() + DEADLINE_S
+        while not reports:  # written on the escrow replica before it is paused
+            assert time.monotonic() < deadline
+            producer.poll(0.1)
+        assert reports == [None] and producer.flush(30) == 0
         cluster.pause(blocked)
         producer, outcomes[number] = finish_after_crash(producer, bootstrap)
         cluster.kill(coordinator)
         cluster.resume(blocked)
         assert outcomes[number] == "committed"
-        for number in range(13, 19):
-            commit = number != 16
+        for number in range(13, 16):
+            commit = number != 14
+            transaction(producer, number, commit)
+            outcomes[number] = "committed" if commit else "aborted"
+        second = transaction_coordinator(cluster)
+        assert second != coordinator
+
+        # The new coordinator's broker dies with a transaction open on every partition (the
+        # first one back and in every ISR): the producer ends it at the next coordinator, or, if
+        # the client made the error fatal, a new producer fences it and the coordinator aborts it.
+        cluster.start_node(coordinator)
+        wait_fully_replicated(cluster, [TOPIC, "__transaction_state"])
+        number = 16
+        producer.begin_transaction()
+        for partition, value in values_of(number):
+            producer.produce(TOPIC, value=value, partition=partition)
+        assert producer.flush(30) == 0
+        cluster.kill(second)
+        producer, outcomes[number] = finish_after_crash(producer, bootstrap)
+        assert transaction_coordinator(cluster) != second
+        for number in range(17, 20):
+            commit = number != 18
             transaction(producer, number, commit)
             outcomes[number] = "committed" if commit else "aborted"
 
-        assert transaction_coordinator(cluster) != coordinator
         stable_ends(bootstrap, ESCROW, 1)
         assert [v for _o, v in read_all(bootstrap, ESCROW, 1)[0]] == [b"12-escrow"]
         ends = stable_ends(bootstrap, TOPIC, PARTITIONS)
@@ -279,4 +318,5 @@ def test_transactions_survive_a_coordinator_crash(target: str, tmp_path: Path) -
             numbers = [int(v.decode().split("-")[0]) for _o, v in seen[p]]
             assert numbers == sorted(set(numbers)), (p, numbers)
         producer.flush(10)
-        print(f"{target}: coordinator broker {coordinator} killed; the open transaction: {outcomes[12]}")
+        print(f"{target}: coordinators {coordinator} (mid-commit) and {second} (open transaction: "
+              f"{outcomes[16]}) killed")
