@@ -75,6 +75,8 @@ class BrokerLifecycleManager:
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away and fence us; bounded in time."""
         self._shutting_down = True
+        if self.broker_epoch < 0:
+            return  # never registered: nothing leads here
         deadline = time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S
         while time.monotonic() < deadline and self.broker_epoch >= 0:
             try:
@@ -218,9 +220,9 @@ class BrokerLifecycleManager:
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             if data.records:
-                self._replay(bytes(data.records))
+                await self._replay(bytes(data.records))
 
-    def _replay(self, records: bytes) -> None:
+    async def _replay(self, records: bytes) -> None:
         applied = False
         for position, header in split_batches(memoryview(records)):
             batch = records[position:position + header.batch_length + 12]
@@ -240,7 +242,7 @@ class BrokerLifecycleManager:
                 return
             self._cluster_id_known.set()
         if applied:
-            self.broker.controller.sync_from_image(self.image)
+            await self.broker.controller.sync_from_image(self.image)
 
     # --- requests for the replication layer ------------------------------------------------
 

@@ -11,6 +11,8 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from kbroker.broker import Broker
 from kbroker.config import ConfigError, KafkaConfig
@@ -39,24 +41,45 @@ async def _serve(config: KafkaConfig) -> None:
     controller: ControllerNode | None = None
     broker: Broker | None = None
     bound: list[tuple[str, str, int]] = []
-    if config.cluster_mode and "controller" in config.process_roles:
-        controller = ControllerNode(config, init_log_dirs(config.log_dirs, config.node_id, invent_cluster_id=True))
-        await controller.start()
-        bound += controller.bound
-    if not config.cluster_mode or "broker" in config.process_roles:
-        broker = Broker(config)
-        await broker.start()
-        bound += broker.bound
-    listens = ", ".join(f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in bound)
-    print(f"kbroker node {config.node_id} listening on {listens}; data in {', '.join(config.log_dirs)}", flush=True)
-    ignored = config.ignored_keys()
-    if ignored:
-        logging.getLogger("kbroker").info("accepted but not acted on: %s", ", ".join(ignored))
-    await stop.wait()
-    if broker is not None:
-        await broker.stop()
-    if controller is not None:
-        await controller.stop()
+    try:
+        if config.cluster_mode and "controller" in config.process_roles:
+            cluster_id = init_log_dirs(config.log_dirs, config.node_id, invent_cluster_id=True)
+            controller = ControllerNode(config, cluster_id)
+            if not await _started(controller.start(), stop):
+                return
+            bound += controller.bound
+        if not config.cluster_mode or "broker" in config.process_roles:
+            broker = Broker(config)
+            # A cluster broker waits for its controller to unfence it; a SIGTERM meanwhile stops it.
+            if not await _started(broker.start(), stop):
+                return
+            bound += broker.bound
+        listens = ", ".join(f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in bound)
+        print(f"kbroker node {config.node_id} listening on {listens}; data in {', '.join(config.log_dirs)}",
+              flush=True)
+        ignored = config.ignored_keys()
+        if ignored:
+            logging.getLogger("kbroker").info("accepted but not acted on: %s", ", ".join(ignored))
+        await stop.wait()
+    finally:
+        if broker is not None:
+            await broker.stop()
+        if controller is not None:
+            await controller.stop()
+
+
+async def _started(start: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Run a node's start-up unless a stop signal comes first (then it is cancelled)."""
+    starting = asyncio.ensure_future(start)
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if starting.done():
+        starting.result()  # start-up errors surface here
+        return True
+    starting.cancel()
+    logging.getLogger("kbroker").info("stopped during start-up")
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

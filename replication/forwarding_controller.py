@@ -7,8 +7,8 @@ active controller with the same Kafka request, as KRaft brokers do. Answers wait
 change has reached this broker's image, so a client that creates a topic and then asks this
 broker for its metadata sees it. The read side keeps the single-node Controller's interface,
 so request handlers do not care which one they talk to.
-Deviation: ``__transaction_state`` is not created in cluster mode (the transaction coordinator
-is single-node for now); ``__consumer_offsets`` is created by FindCoordinator.
+``__consumer_offsets`` and ``__transaction_state`` are created by FindCoordinator; the group and
+transaction coordinators follow the leadership of their partitions (``leadership_listeners``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 PROPAGATION_TIMEOUT_S = 10.0
+CHANGES_PER_TURN = 8
 REQUEST_TIMEOUT_MS = 30000
 
 # (api key, version, request) -> response, sent to the active controller
@@ -51,7 +52,8 @@ class ForwardingController(Controller):
         self._applied: dict[tuple[str, int], PartitionRegistration] = {}
         self._waiters: set[asyncio.Future[None]] = set()
         # topic -> called with (partition, leads) when this broker starts or stops leading one
-        # of its partitions: the group coordinator follows ``__consumer_offsets`` leadership.
+        # of its partitions: the group coordinator follows ``__consumer_offsets`` leadership, the
+        # transaction coordinator ``__transaction_state``.
         self.leadership_listeners: dict[str, Callable[[int, bool], None]] = {}
 
     # --- the catalogue, from the metadata log ---------------------------------------------
@@ -62,8 +64,13 @@ class ForwardingController(Controller):
     def activate_partitions(self) -> None:
         """Partitions become active as their registrations arrive (``sync_from_image``)."""
 
-    def sync_from_image(self, image: MetadataImage) -> None:
-        """Bring the catalogue and this broker's replicas in line with ``image``."""
+    async def sync_from_image(self, image: MetadataImage) -> None:
+        """Bring the catalogue and this broker's replicas in line with ``image``.
+
+        Creating a replica's log touches the disk (a few ms each); after every few changes the
+        event loop gets a turn, so a thousand new partitions do not stall heartbeats or fetches.
+        """
+        changes = 0
         self.image = image
         self.cluster_configs = dict(image.cluster_configs)
         live_names = set(image.topics)
@@ -93,6 +100,9 @@ class ForwardingController(Controller):
                     self._applied[(name, index)] = reg
                     self.replica_manager.apply_partition(name, index, topic.topic_id, reg)
                     self._tell_leadership(name, index, before, reg)
+                    changes += 1
+                    if changes % CHANGES_PER_TURN == 0:
+                        await asyncio.sleep(0)
         waiters, self._waiters = self._waiters, set()
         for future in waiters:
             if not future.done():

@@ -208,7 +208,7 @@ class QuorumController:
             for index, reg in topic.partitions.items():
                 if broker_id not in reg.replicas:
                     continue
-                changed = self._without_replica(topic, reg, broker_id, live)
+                changed = self._without_replica(topic, index, reg, broker_id, live)
                 if changed != reg:
                     records.append(partition_record(topic.topic_id, index, changed))
         records.append({"type": "FenceBrokerRecord", "broker_id": broker_id,
@@ -225,7 +225,7 @@ class QuorumController:
                         reg, elr=tuple(r for r in reg.elr if r != broker_id), partition_epoch=reg.partition_epoch + 1)))
         return records
 
-    def _without_replica(self, topic: TopicImage, reg: PartitionRegistration, broker_id: int,
+    def _without_replica(self, topic: TopicImage, index: int, reg: PartitionRegistration, broker_id: int,
                          live: set[int]) -> PartitionRegistration:
         isr = tuple(r for r in reg.isr if r != broker_id)
         elr, last_known = reg.elr, reg.last_known_elr
@@ -241,7 +241,7 @@ class QuorumController:
                 isr = reg.isr  # without ELR, KRaft keeps the last member in the ISR
         changed = replace(reg, isr=isr, elr=elr, last_known_elr=last_known)
         if reg.leader == broker_id or reg.leader == NO_LEADER:
-            changed = self._elect(topic, changed, live)
+            changed = self._elect(topic, index, changed, live)
         if changed != reg:
             changed = replace(changed, partition_epoch=reg.partition_epoch + 1)
         return changed
@@ -252,13 +252,14 @@ class QuorumController:
         for topic in self.image.topics.values():
             for index, reg in topic.partitions.items():
                 if reg.leader == NO_LEADER and broker_id in reg.replicas:
-                    elected = self._elect(topic, reg, live)
+                    elected = self._elect(topic, index, reg, live)
                     if elected.leader != NO_LEADER:
                         records.append(partition_record(
                             topic.topic_id, index, replace(elected, partition_epoch=reg.partition_epoch + 1)))
         return records
 
-    def _elect(self, topic: TopicImage, reg: PartitionRegistration, live: set[int]) -> PartitionRegistration:
+    def _elect(self, topic: TopicImage, index: int, reg: PartitionRegistration,
+               live: set[int]) -> PartitionRegistration:
         """Choose a leader for ``reg`` among live brokers; bumps the leader epoch if it changes."""
         leader = next((r for r in reg.replicas if r in reg.isr and r in live), NO_LEADER)
         isr, elr, last_known = reg.isr, reg.elr, reg.last_known_elr
@@ -269,14 +270,14 @@ class QuorumController:
             leader = next((r for r in reg.replicas if r in candidates and r in live), NO_LEADER)
             if leader != NO_LEADER:
                 isr, elr, last_known = (leader,), tuple(r for r in reg.elr if r != leader), ()
-                log.info("%s: leader %d elected from the %s", topic.name, leader,
+                log.info("%s-%d: leader %d elected from the %s", topic.name, index, leader,
                          "ELR" if candidates is reg.elr else "last known ELR")
         if leader == NO_LEADER and self._unclean_allowed(topic):
             leader = next((r for r in reg.replicas if r in live), NO_LEADER)
             if leader != NO_LEADER:
                 isr, elr, last_known = (leader,), (), ()
-                log.warning("%s: UNCLEAN leader election of broker %d (ISR was %s): records not on it "
-                            "are lost", topic.name, leader, list(reg.isr))
+                log.warning("%s-%d: UNCLEAN leader election of broker %d (ISR was %s): records not on it "
+                            "are lost", topic.name, index, leader, list(reg.isr))
         if leader == reg.leader and isr == reg.isr and elr == reg.elr:
             return reg
         epoch = reg.leader_epoch + 1 if leader != reg.leader else reg.leader_epoch

@@ -33,7 +33,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.find_coordinator.v4 import request as find_coordinator
 
-from compat.cluster import make_cluster
+from compat.cluster import Cluster
 from compat.deps import kafka_classpath
 from tests.kbroker.handlers.wire import call
 
@@ -48,8 +48,6 @@ JAVA_SOURCE = Path(__file__).parent / "java" / "ClusterTransactionalProducer.jav
 JAVA = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 LEDGER = "ledger"
 ESCROW = "escrow"  # one replica only: pausing its broker blocks the marker
-EXTRA = {"transaction.state.log.num.partitions": "5",
-         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
 
 
 def make_producer(bootstrap: str) -> Producer:
@@ -121,7 +119,7 @@ def stable_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         uncommitted.close()
 
 
-def transaction_coordinator(cluster: object) -> int:
+def transaction_coordinator(cluster: Cluster) -> int:
     request = find_coordinator.FindCoordinatorRequest(key_type=1, coordinator_keys=(TXN_ID,))
     for broker in cluster.broker_ids:
         if cluster.is_running(broker):
@@ -131,7 +129,7 @@ def transaction_coordinator(cluster: object) -> int:
     raise AssertionError("no broker running")
 
 
-def leaders(cluster: object, topic: str) -> set[int]:
+def leaders(cluster: Cluster, topic: str) -> set[int]:
     running = next(b for b in cluster.broker_ids if cluster.is_running(b))
     return {p.leader_id for p in cluster.metadata(running, [topic]).topics[0].partitions}
 
@@ -160,7 +158,7 @@ def java_transactions(classes: Path, bootstrap: str) -> None:
         probe.close()
 
 
-def wait_fully_replicated(cluster: object, topics: list[str]) -> None:
+def wait_fully_replicated(cluster: Cluster, topics: list[str]) -> None:
     """Until every partition of ``topics`` has all three brokers in its ISR."""
     deadline = time.monotonic() + DEADLINE_S
     while True:
@@ -194,129 +192,128 @@ def finish_after_crash(producer: Producer, bootstrap: str) -> tuple[Producer, st
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("target", ["kafka", "kbroker"])
-def test_transactions_survive_a_coordinator_crash(target: str, tmp_path: Path) -> None:
-    with make_cluster(target, tmp_path / "cluster", extra=EXTRA) as cluster:
-        bootstrap = cluster.bootstrap
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        compile_java(tmp_path / "classes")
-        for name in (TOPIC, OUTPUT, LEDGER):
-            admin.create_topics([NewTopic(name, PARTITIONS, 3)])[name].result(timeout=30)
-        assert leaders(cluster, TOPIC) == set(cluster.broker_ids)  # markers go to every broker
+def test_transactions_survive_a_coordinator_crash(cluster: Cluster, tmp_path: Path) -> None:
+    target = cluster.name
+    bootstrap = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    compile_java(tmp_path / "classes")
+    for name in (TOPIC, OUTPUT, LEDGER):
+        admin.create_topics([NewTopic(name, PARTITIONS, 3)])[name].result(timeout=30)
+    assert leaders(cluster, TOPIC) == set(cluster.broker_ids)  # markers go to every broker
 
-        producer = make_producer(bootstrap)
-        outcomes: dict[int, str] = {}
-        for number in range(12):
-            commit = number % 3 != 2
-            transaction(producer, number, commit)
-            outcomes[number] = "committed" if commit else "aborted"
-        ends = stable_ends(bootstrap, TOPIC, PARTITIONS)
-        assert ends == dict.fromkeys(range(PARTITIONS), 24)  # a record and a marker per transaction
-        seen = read_all(bootstrap, TOPIC, PARTITIONS)
-        for p in range(PARTITIONS):
-            assert seen[p] == [(2 * n, f"{n}-{p}".encode()) for n in range(12) if outcomes[n] == "committed"]
+    producer = make_producer(bootstrap)
+    outcomes: dict[int, str] = {}
+    for number in range(12):
+        commit = number % 3 != 2
+        transaction(producer, number, commit)
+        outcomes[number] = "committed" if commit else "aborted"
+    ends = stable_ends(bootstrap, TOPIC, PARTITIONS)
+    assert ends == dict.fromkeys(range(PARTITIONS), 24)  # a record and a marker per transaction
+    seen = read_all(bootstrap, TOPIC, PARTITIONS)
+    for p in range(PARTITIONS):
+        assert seen[p] == [(2 * n, f"{n}-{p}".encode()) for n in range(12) if outcomes[n] == "committed"]
 
-        # Consume-transform-produce: the output and the input offsets commit together.
-        source = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
-                           "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
-        try:
-            source.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-            copied: list[bytes] = []
-            deadline = time.monotonic() + DEADLINE_S
-            producer.begin_transaction()
-            while len(copied) < 8 * PARTITIONS:
-                assert time.monotonic() < deadline, len(copied)
-                message = source.poll(0.2)
-                if message is None or message.error():
-                    continue
-                copied.append(message.value())
-                producer.produce(OUTPUT, value=b"receipt " + message.value(), partition=message.partition())
-            positions = {tp.partition: tp.offset for tp in source.position(source.assignment())}
-            producer.send_offsets_to_transaction([TopicPartition(TOPIC, p, o) for p, o in positions.items()],
-                                                 source.consumer_group_metadata(), 60)
-            producer.commit_transaction(60)
-        finally:
-            source.close()
-        probe = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
-        try:
-            offsets = probe.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
-            assert {tp.partition: tp.offset for tp in offsets} == positions
-        finally:
-            probe.close()
-        stable_ends(bootstrap, OUTPUT, PARTITIONS)
-        receipts = read_all(bootstrap, OUTPUT, PARTITIONS)
-        assert sorted(v for values in receipts.values() for _o, v in values) == sorted(b"receipt " + v for v in copied)
-
-        java_transactions(tmp_path / "classes", bootstrap)
-
-        # The coordinator's broker dies mid-commit: PrepareCommit is replicated (the producer has
-        # its answer) but one partition's only replica is paused, so a marker cannot be written
-        # yet. The new coordinator finds PrepareCommit and finishes the commit once it can.
-        coordinator = transaction_coordinator(cluster)
-        blocked = next(b for b in cluster.broker_ids if b != coordinator)
-        escrow = NewTopic(ESCROW, 1, replica_assignment=[[blocked]], config={"min.insync.replicas": "1"})
-        admin.create_topics([escrow])[ESCROW].result(timeout=30)
-        number = 12
-        producer.begin_transaction()
-        for partition, value in values_of(number):
-            producer.produce(TOPIC, value=value, partition=partition)
-        reports: list[object] = []
-        producer.produce(ESCROW, value=b"12-escrow", partition=0, on_delivery=lambda err, _m: reports.append(err))
+    # Consume-transform-produce: the output and the input offsets commit together.
+    source = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        source.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        copied: list[bytes] = []
         deadline = time.monotonic() + DEADLINE_S
-        while not reports:  # written on the escrow replica before it is paused
-            assert time.monotonic() < deadline
-            producer.poll(0.1)
-        assert reports == [None] and producer.flush(30) == 0
-        cluster.pause(blocked)
-        producer, outcomes[number] = finish_after_crash(producer, bootstrap)
-        cluster.kill(coordinator)
-        cluster.resume(blocked)
-        assert outcomes[number] == "committed"
-        for number in range(13, 16):
-            commit = number != 14
-            transaction(producer, number, commit)
-            outcomes[number] = "committed" if commit else "aborted"
-        second = transaction_coordinator(cluster)
-        assert second != coordinator
-
-        # The new coordinator's broker dies with a transaction open on every partition (the
-        # first one back and in every ISR): the producer ends it at the next coordinator, or, if
-        # the client made the error fatal, a new producer fences it and the coordinator aborts it.
-        cluster.start_node(coordinator)
-        wait_fully_replicated(cluster, [TOPIC, "__transaction_state"])
-        number = 16
         producer.begin_transaction()
-        for partition, value in values_of(number):
-            producer.produce(TOPIC, value=value, partition=partition)
-        assert producer.flush(30) == 0
-        cluster.kill(second)
-        producer, outcomes[number] = finish_after_crash(producer, bootstrap)
-        assert transaction_coordinator(cluster) != second
-        for number in range(17, 20):
-            commit = number != 18
-            transaction(producer, number, commit)
-            outcomes[number] = "committed" if commit else "aborted"
+        while len(copied) < 8 * PARTITIONS:
+            assert time.monotonic() < deadline, len(copied)
+            message = source.poll(0.2)
+            if message is None or message.error():
+                continue
+            copied.append(message.value())
+            producer.produce(OUTPUT, value=b"receipt " + message.value(), partition=message.partition())
+        positions = {tp.partition: tp.offset for tp in source.position(source.assignment())}
+        producer.send_offsets_to_transaction([TopicPartition(TOPIC, p, o) for p, o in positions.items()],
+                                             source.consumer_group_metadata(), 60)
+        producer.commit_transaction(60)
+    finally:
+        source.close()
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        offsets = probe.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
+        assert {tp.partition: tp.offset for tp in offsets} == positions
+    finally:
+        probe.close()
+    stable_ends(bootstrap, OUTPUT, PARTITIONS)
+    receipts = read_all(bootstrap, OUTPUT, PARTITIONS)
+    assert sorted(v for values in receipts.values() for _o, v in values) == sorted(b"receipt " + v for v in copied)
 
-        stable_ends(bootstrap, ESCROW, 1)
-        assert [v for _o, v in read_all(bootstrap, ESCROW, 1)[0]] == [b"12-escrow"]
-        ends = stable_ends(bootstrap, TOPIC, PARTITIONS)
-        seen = read_all(bootstrap, TOPIC, PARTITIONS)
-        visible: dict[int, set[int]] = {}
-        for p in range(PARTITIONS):
-            for _offset, value in seen[p]:
-                number_text, partition_text = value.decode().split("-")
-                assert int(partition_text) == p
-                visible.setdefault(int(number_text), set()).add(p)
-        for number, outcome in outcomes.items():
-            shown = visible.get(number, set())
-            assert shown in (set(), set(range(PARTITIONS))), (number, outcome, shown)  # all or nothing
-            if outcome == "committed":
-                assert shown == set(range(PARTITIONS)), (number, shown)
-            elif outcome == "aborted":
-                assert shown == set(), (number, shown)
-        for p in range(PARTITIONS):  # each committed record exactly once, in transaction order
-            numbers = [int(v.decode().split("-")[0]) for _o, v in seen[p]]
-            assert numbers == sorted(set(numbers)), (p, numbers)
-        producer.flush(10)
-        print(f"{target}: coordinators {coordinator} (mid-commit) and {second} (open transaction: "
-              f"{outcomes[16]}) killed")
+    java_transactions(tmp_path / "classes", bootstrap)
+
+    # The coordinator's broker dies mid-commit: PrepareCommit is replicated (the producer has
+    # its answer) but one partition's only replica is paused, so a marker cannot be written
+    # yet. The new coordinator finds PrepareCommit and finishes the commit once it can.
+    coordinator = transaction_coordinator(cluster)
+    blocked = next(b for b in cluster.broker_ids if b != coordinator)
+    escrow = NewTopic(ESCROW, 1, replica_assignment=[[blocked]], config={"min.insync.replicas": "1"})
+    admin.create_topics([escrow])[ESCROW].result(timeout=30)
+    number = 12
+    producer.begin_transaction()
+    for partition, value in values_of(number):
+        producer.produce(TOPIC, value=value, partition=partition)
+    reports: list[object] = []
+    producer.produce(ESCROW, value=b"12-escrow", partition=0, on_delivery=lambda err, _m: reports.append(err))
+    deadline = time.monotonic() + DEADLINE_S
+    while not reports:  # written on the escrow replica before it is paused
+        assert time.monotonic() < deadline
+        producer.poll(0.1)
+    assert reports == [None] and producer.flush(30) == 0
+    cluster.pause(blocked)
+    producer, outcomes[number] = finish_after_crash(producer, bootstrap)
+    cluster.kill(coordinator)
+    cluster.resume(blocked)
+    assert outcomes[number] == "committed"
+    for number in range(13, 16):
+        commit = number != 14
+        transaction(producer, number, commit)
+        outcomes[number] = "committed" if commit else "aborted"
+    second = transaction_coordinator(cluster)
+    assert second != coordinator
+
+    # The new coordinator's broker dies with a transaction open on every partition (the
+    # first one back and in every ISR): the producer ends it at the next coordinator, or, if
+    # the client made the error fatal, a new producer fences it and the coordinator aborts it.
+    cluster.start_node(coordinator)
+    wait_fully_replicated(cluster, [TOPIC, "__transaction_state"])
+    number = 16
+    producer.begin_transaction()
+    for partition, value in values_of(number):
+        producer.produce(TOPIC, value=value, partition=partition)
+    assert producer.flush(30) == 0
+    cluster.kill(second)
+    producer, outcomes[number] = finish_after_crash(producer, bootstrap)
+    assert transaction_coordinator(cluster) != second
+    for number in range(17, 20):
+        commit = number != 18
+        transaction(producer, number, commit)
+        outcomes[number] = "committed" if commit else "aborted"
+
+    stable_ends(bootstrap, ESCROW, 1)
+    assert [v for _o, v in read_all(bootstrap, ESCROW, 1)[0]] == [b"12-escrow"]
+    ends = stable_ends(bootstrap, TOPIC, PARTITIONS)
+    seen = read_all(bootstrap, TOPIC, PARTITIONS)
+    visible: dict[int, set[int]] = {}
+    for p in range(PARTITIONS):
+        for _offset, value in seen[p]:
+            number_text, partition_text = value.decode().split("-")
+            assert int(partition_text) == p
+            visible.setdefault(int(number_text), set()).add(p)
+    for number, outcome in outcomes.items():
+        shown = visible.get(number, set())
+        assert shown in (set(), set(range(PARTITIONS))), (number, outcome, shown)  # all or nothing
+        if outcome == "committed":
+            assert shown == set(range(PARTITIONS)), (number, shown)
+        elif outcome == "aborted":
+            assert shown == set(), (number, shown)
+    for p in range(PARTITIONS):  # each committed record exactly once, in transaction order
+        numbers = [int(v.decode().split("-")[0]) for _o, v in seen[p]]
+        assert numbers == sorted(set(numbers)), (p, numbers)
+    producer.flush(10)
+    print(f"{target}: coordinators {coordinator} (mid-commit) and {second} (open transaction: "
+          f"{outcomes[16]}) killed")
