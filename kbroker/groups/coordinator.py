@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kbroker.groups import classic_members
 from kbroker.groups.classic_group import ClassicGroup, GroupState, JoinResult, Member, SyncResult
+from kbroker.groups.offset_expiry import expire_classic_group_offsets
 from kbroker.groups.offset_store import OffsetAndMetadata, OffsetStore
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -581,36 +582,7 @@ class GroupCoordinator:
         self.expire_offsets(_now_ms())
 
     def expire_offsets(self, now_ms: int) -> None:
-        """offsets.retention.minutes at ``now_ms``, as Kafka's cleanupGroupMetadata, classic groups
-        here (consumer groups: ``ConsumerGroupCoordinator.expire_offsets``). Kafka's
-        OffsetExpirationCondition: an Empty group with a protocol type loses its offsets the
-        retention after it became Empty; a group without protocol type (standalone commits), each
-        offset the retention after its commit; a Stable group of the consumer protocol whose
-        subscriptions are known, the offsets of topics it does not subscribe to (KIP-496), the
-        retention after their commit; any other group keeps its offsets. An Empty group left
-        without offsets is deleted (tombstones for its offsets and metadata; state Dead)."""
-        for group_id, group in list(self.groups.items()):
-            since: int | None = None
-            topics: set[str] = set()
-            if not group.protocol_type:
-                pass
-            elif group.is_in(_E):
-                since = group.state_timestamp
-            elif group.is_in(_S) and group.protocol_type == "consumer":
-                subscribed = group.subscribed_topics()
-                if subscribed is None:
-                    continue
-                topics = subscribed
-            else:
-                continue
-            try:
-                if self.store.expire_offsets(group_id, now_ms, self.retention_ms, since,
-                                             topics.__contains__) and group.is_in(_E):
-                    self.store.delete_group(group_id)
-                    group.transition(_D, now_ms)
-                    del self.groups[group_id]
-                    log.info("group %s: offsets expired, group deleted", group_id)
-            except (OSError, KafkaError) as exc:
-                log.error("expiring offsets of group %s failed: %s", group_id, exc)
+        """offsets.retention.minutes at ``now_ms`` (offset_expiry.py has Kafka's rules)."""
+        expire_classic_group_offsets(self.groups, self.store, self.retention_ms, now_ms)
         if self.consumer is not None:
             self.consumer.expire_offsets(now_ms, self.retention_ms)
