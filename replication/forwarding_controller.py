@@ -87,13 +87,16 @@ class ForwardingController(Controller):
         for name, topic in image.topics.items():
             rf = len(topic.partitions[0].replicas) if topic.partitions else 0
             info = self.topics.get(name)
-            reconfigure = info is not None and info.configs != topic.configs
+            # Logs loaded at start-up got default configs (the catalogue was empty then).
+            reconfigure = info is None or info.configs != topic.configs
             if info is None or info.topic_id != topic.topic_id:
                 info = TopicInfo(name, topic.topic_id, len(topic.partitions), rf, dict(topic.configs))
                 self._index(info)
             info.partitions, info.replication_factor, info.configs = len(topic.partitions), rf, dict(topic.configs)
             if reconfigure:
                 self.replica_manager.log_manager.reconfigure(name)
+        self._wake_waiters()  # the catalogue is current: CreateTopics & co. may answer
+        for name, topic in image.topics.items():
             for index, reg in topic.partitions.items():
                 before = self._applied.get((name, index))
                 if before != reg:
@@ -103,6 +106,9 @@ class ForwardingController(Controller):
                     changes += 1
                     if changes % CHANGES_PER_TURN == 0:
                         await asyncio.sleep(0)
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, set()
         for future in waiters:
             if not future.done():

@@ -4,7 +4,7 @@ As leader it owns the log, the leader epoch, the ISR and the high watermark. Inv
 ``log_start_offset <= high_watermark <= log_end_offset``; the high watermark never moves
 backwards while this broker stays leader. Consumers read below the high watermark only
 (read_committed: below the LastStableOffset, the first offset of a still open transaction).
-Long-poll fetches wait on ``wait_for_data`` futures, completed when the log end offset or the
+Long-poll fetches wait on a ``DataWaiter``, completed when the log end offset or the
 high watermark moves; acks=all produces wait on ``wait_for_commit`` futures, completed when the
 high watermark passes their records; nothing polls.
 
@@ -39,6 +39,28 @@ log = logging.getLogger(__name__)
 DEFAULT_LAG_TIME_MAX_MS = 30000
 
 
+class DataWaiter:
+    """One long-polling fetch waiting on many partitions: the first wake completes ``future``;
+    ``woken`` collects which partitions moved, so only those are read again."""
+
+    __slots__ = ("future", "woken")
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.woken: set[tuple[str, int]] = set()
+
+    def wake(self, key: tuple[str, int]) -> None:
+        self.woken.add(key)
+        if not self.future.done():
+            self.future.set_result(None)
+
+    def rearm(self) -> set[tuple[str, int]]:
+        """The partitions that woke it since the last call; waits anew."""
+        woken, self.woken = self.woken, set()
+        self.future = asyncio.get_running_loop().create_future()
+        return woken
+
+
 class Partition:
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog, broker_id: int) -> None:
         self.topic = topic
@@ -59,7 +81,7 @@ class Partition:
         self.lag_time_max_ms = DEFAULT_LAG_TIME_MAX_MS
         self.alter_partition: AlterPartition | None = None
         self.replica_eligible: Callable[[int, int], bool] | None = None
-        self._waiters: set[asyncio.Future[None]] = set()
+        self._waiters: set[DataWaiter] = set()
         self._commit_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = []
         self._alter_task: asyncio.Task[None] | None = None  # held: the loop keeps only weak references
 
@@ -367,22 +389,20 @@ class Partition:
     def read(self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> FetchSlice | None:
         return self.log.read(offset, max_bytes, max_offset, min_one_batch)
 
-    def wait_for_data(self) -> asyncio.Future[None]:
-        """A future completed the next time the high watermark (or, on a leader with
-        followers, the log end offset) moves."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.add(future)
-        # A fetch that times out cancels its future: forget it, or idle partitions would
-        # collect one dead future per long poll.
-        future.add_done_callback(self._waiters.discard)
-        return future
+    def add_waiter(self, waiter: DataWaiter) -> None:
+        """Wake ``waiter`` the next time the high watermark (or, on a leader with followers,
+        the log end offset) moves."""
+        self._waiters.add(waiter)
+
+    def remove_waiter(self, waiter: DataWaiter) -> None:
+        self._waiters.discard(waiter)
 
     def wake_waiters(self) -> None:
-        """Complete every pending wait (data arrived, or the partition is going away)."""
+        """Wake every pending wait once (data arrived, or the partition is going away)."""
         waiters, self._waiters = self._waiters, set()
-        for future in waiters:
-            if not future.done():
-                future.set_result(None)
+        key = (self.topic, self.index)
+        for waiter in waiters:
+            waiter.wake(key)
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords: -1 means up to the high watermark. Returns the new low watermark."""

@@ -27,7 +27,7 @@ from kbroker.storage.log import FetchSlice
 from kbroker.storage.log_manager import LogManager
 from kbroker.storage.transaction_index import AbortedTxn
 
-from .partition import Partition
+from .partition import DataWaiter, Partition
 from .partition_registration import PartitionRegistration
 from .replica_fetcher import ReplicaFetcherManager
 from .replication_settings import ClusterLinks, ReplicationSettings
@@ -263,35 +263,50 @@ class ReplicaManager:
         results, ready = self._read_all(requests, max_bytes, isolation_level, params, update_fetch_state=True)
         if ready >= min_bytes or max_wait_ms <= 0 or any(_answer_now(r) for r in results):
             return results
-        waiters = [
-            self.partitions[(r.topic, r.partition)].wait_for_data()
-            for r in requests
-            if (r.topic, r.partition) in self.partitions
-        ]
-        if not waiters:
+        # One waiter for the whole request (not a future per partition: a follower asks for
+        # hundreds); it remembers which partitions woke it, and only those are read again.
+        waiter = DataWaiter()
+        index_of = {(r.topic, r.partition): i for i, r in enumerate(requests)}
+        watched = [self.partitions[key] for key in index_of if key in self.partitions]
+        if not watched:
             return results
+        for partition in watched:
+            partition.add_waiter(waiter)
         deadline = time.monotonic() + max_wait_ms / 1000
-        pending = set(waiters)
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            _done, pending = await asyncio.wait(pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            if not _done:
-                break
-            results, ready = self._read_all(requests, max_bytes, isolation_level, params)
-            if ready >= min_bytes or any(_answer_now(r) for r in results):
-                break
-            pending |= {
-                self.partitions[(r.topic, r.partition)].wait_for_data()
-                for r in requests
-                if (r.topic, r.partition) in self.partitions
-            }
-        for waiter in waiters:
-            waiter.cancel()
-        for waiter in pending:
-            waiter.cancel()
-        return self._read_all(requests, max_bytes, isolation_level, params)[0]
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                done, _pending = await asyncio.wait({waiter.future}, timeout=remaining)
+                if not done:
+                    break
+                woken = waiter.rearm()
+                for key in woken:
+                    if key in index_of:
+                        ready = self._read_again(requests, results, index_of[key], max_bytes, isolation_level, params)
+                if ready >= min_bytes or any(_answer_now(results[index_of[k]]) for k in woken if k in index_of):
+                    break
+                for key in woken:  # a partition forgets its waiters when it wakes them
+                    partition = self.partitions.get(key)
+                    if partition is not None:
+                        partition.add_waiter(waiter)
+        finally:
+            for partition in watched:
+                partition.remove_waiter(waiter)
+        return results
+
+    def _read_again(self, requests: list[FetchRequestPartition], results: list[FetchResult], i: int,
+                    max_bytes: int, isolation_level: int, params: FetchParams) -> int:
+        """Re-read partition ``i`` of a delayed fetch in place; returns the bytes now ready."""
+        others = sum(r.records.length for j, r in enumerate(results) if j != i and r.records is not None)
+        remaining = max(0, max_bytes - others)
+        if params.is_from_follower:
+            results[i] = self._read_for_follower(requests[i], remaining, params, others == 0, False,
+                                                 int(time.time() * 1000))
+        else:
+            results[i] = self._read_one(requests[i], remaining, isolation_level, params, min_one_batch=others == 0)
+        return others + (results[i].records.length if results[i].records is not None else 0)
 
     def _read_all(
         self, requests: list[FetchRequestPartition], max_bytes: int, isolation_level: int,

@@ -41,6 +41,7 @@ from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.records import HEADER_SIZE, read_header
 from kbroker.protocol.wire import Reader, Writer
 from kbroker.replication.replica_manager import ProduceResult
+from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -143,20 +144,18 @@ async def _verify_transaction(ctx: RequestContext, transactional_id: str, topic:
     partition = ctx.broker.replica_manager.partitions.get((topic, index))
     if partition is None or not partition.is_leader:
         return None  # the append answers for a partition this broker does not lead
-    entry = partition.log.producer_state.producers.get(header.producer_id)
-    if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:
+    if in_transaction(partition, header.producer_id, header.producer_epoch):
         return None  # already verified: the transaction is open here
     version = ctx.api_version
     add = version >= FIRST_ADD_PARTITION
-    guard = _marker_state(entry)
+    guard = verification_guard(partition, header.producer_id)
     error = await ctx.broker.add_partitions_to_txn_manager.verify_or_add(
         transactional_id, header.producer_id, header.producer_epoch, (topic, index), add)
     if error == ErrorCode.none:
         # Kafka's VerificationGuard: a marker for this producer written here while the
         # coordinator was asked ended the transaction the answer was about; appending now would
         # open a transaction no coordinator knows (a hanging transaction).
-        entry = partition.log.producer_state.producers.get(header.producer_id)
-        if entry is not None and entry.current_txn_first_offset < 0 and _marker_state(entry) != guard:
+        if ended_during_verification(partition, header.producer_id, guard):
             return ProduceResult(ErrorCode.invalid_txn_state, error_message=(
                 "The transaction ended on this partition while it was being verified"))
         return None
@@ -169,13 +168,6 @@ async def _verify_transaction(ctx: RequestContext, transactional_id: str, topic:
             "Unable to verify the partition has been added to the transaction. "
             f"Underlying error: {error.name.upper()}"))
     return ProduceResult(error)
-
-
-def _marker_state(entry: object | None) -> tuple | None:
-    """What a marker changes in a producer's state on the partition (see the guard above)."""
-    if entry is None:
-        return None
-    return (id(entry), entry.producer_epoch, entry.coordinator_epoch, entry.last_timestamp)
 
 
 def encode_response(

@@ -24,6 +24,7 @@ from kbroker.context import RequestContext
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetAndMetadata
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard
 
 from .txn_errors import for_version
 
@@ -71,9 +72,17 @@ async def _commit_in_cluster(ctx: RequestContext, request: object, offsets: dict
     if broker.group_coordinator.coordinator_error(group):
         return broker.group_coordinator.coordinator_error(group)
     tp = (CONSUMER_OFFSETS_TOPIC, broker.offset_store.partition_for(group))
-    error = await broker.add_partitions_to_txn_manager.verify_or_add(
-        request.transactional_id, request.producer_id, request.producer_epoch, tp,
-        ctx.api_version >= FIRST_ADD_PARTITION)
+    partition = broker.replica_manager.partitions.get(tp)
+    if partition is None:
+        return ErrorCode.not_coordinator
+    error = ErrorCode.none
+    if not in_transaction(partition, request.producer_id, request.producer_epoch):
+        guard = verification_guard(partition, request.producer_id)
+        error = await broker.add_partitions_to_txn_manager.verify_or_add(
+            request.transactional_id, request.producer_id, request.producer_epoch, tp,
+            ctx.api_version >= FIRST_ADD_PARTITION)
+        if error == ErrorCode.none and ended_during_verification(partition, request.producer_id, guard):
+            error = ErrorCode.invalid_txn_state  # the transaction ended meanwhile (Kafka's VerificationGuard)
     if error == ErrorCode.transaction_abortable and ctx.api_version < FIRST_ABORTABLE:
         error = ErrorCode.invalid_txn_state
     elif error in (ErrorCode.network_exception, ErrorCode.coordinator_load_in_progress):

@@ -10,7 +10,10 @@ The answer is the coordinator's error for the partition, as Kafka's manager hand
 leader: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, a coordinator that cannot be found
 COORDINATOR_NOT_AVAILABLE, a failed link NETWORK_EXCEPTION (the caller maps these for clients).
 Nothing is cached here: the partition's own producer state (an open transaction of that epoch)
-is what lets later batches skip the question, as in Kafka.
+is what lets later batches skip the question, as in Kafka. ``verification_guard`` /
+``ended_during_verification`` are Kafka's VerificationGuard: a marker for the producer written
+on the partition while the coordinator was asked ended the transaction the answer was about,
+and the write must then be refused (else it would open a transaction no coordinator knows).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, partit
 
 if TYPE_CHECKING:
     from kbroker.replication.controller import Controller
+    from kbroker.replication.partition import Partition
     from kbroker.transactions.coordinator import TransactionCoordinator
     from kbroker.transactions.marker_channel import BrokerClients
 
@@ -32,6 +36,26 @@ log = logging.getLogger(__name__)
 
 ADD_PARTITIONS_TO_TXN = 24
 REQUEST_TIMEOUT_S = 30.0
+
+
+def in_transaction(partition: Partition, producer_id: int, producer_epoch: int) -> bool:
+    """The producer's transaction of this epoch is open on the partition: nothing to ask."""
+    entry = partition.log.producer_state.producers.get(producer_id)
+    return entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch
+
+
+def verification_guard(partition: Partition, producer_id: int) -> tuple | None:
+    """What a marker for the producer changes in its state on the partition, before asking."""
+    entry = partition.log.producer_state.producers.get(producer_id)
+    if entry is None:
+        return None
+    return (id(entry), entry.producer_epoch, entry.coordinator_epoch, entry.last_timestamp)
+
+
+def ended_during_verification(partition: Partition, producer_id: int, guard: tuple | None) -> bool:
+    entry = partition.log.producer_state.producers.get(producer_id)
+    return entry is not None and entry.current_txn_first_offset < 0 and verification_guard(
+        partition, producer_id) != guard
 
 
 class AddPartitionsToTxnManager:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from kio.schema.find_coordinator.v4 import request as find_coordinator
 
 from compat.cluster import Cluster
 from compat.deps import kafka_classpath
+from tests.kbroker.handlers.clients import producer_id
 from tests.kbroker.handlers.wire import call
 
 TOPIC = "payments"
@@ -119,8 +121,8 @@ def stable_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         uncommitted.close()
 
 
-def transaction_coordinator(cluster: Cluster) -> int:
-    request = find_coordinator.FindCoordinatorRequest(key_type=1, coordinator_keys=(TXN_ID,))
+def transaction_coordinator(cluster: Cluster, transactional_id: str = TXN_ID) -> int:
+    request = find_coordinator.FindCoordinatorRequest(key_type=1, coordinator_keys=(transactional_id,))
     for broker in cluster.broker_ids:
         if cluster.is_running(broker):
             answer = call(cluster.nodes[broker].bootstrap, request, 4).coordinators[0]
@@ -317,3 +319,41 @@ def test_transactions_survive_a_coordinator_crash(cluster: Cluster, tmp_path: Pa
     producer.flush(10)
     print(f"{target}: coordinators {coordinator} (mid-commit) and {second} (open transaction: "
           f"{outcomes[16]}) killed")
+
+
+ABANDONING_PRODUCER = """
+import os, sys
+from confluent_kafka import Producer
+producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2], "linger.ms": 1,
+                     "transaction.timeout.ms": int(sys.argv[4])})
+producer.init_transactions(60)
+producer.begin_transaction()
+for p in range(int(sys.argv[5])):
+    producer.produce(sys.argv[3], value=b"abandoned", partition=p)
+assert producer.flush(30) == 0
+os._exit(0)  # gone without ending the transaction
+"""
+
+
+@pytest.mark.timeout(180)
+def test_abandoned_transaction_is_aborted_by_its_coordinator(cluster: Cluster) -> None:
+    """A producer that vanishes with a transaction open on partitions led by every broker: the
+    coordinator aborts it after transaction.timeout.ms (markers to every leader), so the last
+    stable offsets reach the high watermarks and read_committed consumers never see it. The
+    transactional id's requests at any other broker are NOT_COORDINATOR."""
+    bootstrap = cluster.bootstrap
+    topic, transactional_id = "abandoned", "abandoning-writer"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(timeout=30)
+    assert leaders(cluster, topic) == set(cluster.broker_ids)
+    done = subprocess.run([sys.executable, "-c", ABANDONING_PRODUCER, bootstrap, transactional_id, topic,
+                           str(TXN_TIMEOUT_MS), str(PARTITIONS)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    coordinator = transaction_coordinator(cluster, transactional_id)
+    for broker in cluster.broker_ids:
+        if broker != coordinator:
+            assert producer_id(cluster.nodes[broker].bootstrap, transactional_id)[0] == 16  # NOT_COORDINATOR
+
+    assert stable_ends(bootstrap, topic, PARTITIONS) == dict.fromkeys(range(PARTITIONS), 2)  # record + abort marker
+    assert read_all(bootstrap, topic, PARTITIONS) == {p: [] for p in range(PARTITIONS)}

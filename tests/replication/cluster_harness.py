@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.partition import Partition
+from kbroker.replication.partition import DataWaiter, Partition
 from kbroker.replication.partition_registration import PartitionRegistration
 from kbroker.replication.replica_manager import ReplicaManager
 from kbroker.replication.replication_settings import ClusterLinks, ReplicationSettings
@@ -173,9 +173,12 @@ async def wait_until(predicate: Callable[[], bool], partitions: Callable[[], lis
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise AssertionError("condition not reached in time")
-        waiters = [p.wait_for_data() for p in partitions()]
+        waiter = DataWaiter()
+        watched = partitions()
+        for partition in watched:
+            partition.add_waiter(waiter)
         try:
-            await asyncio.wait(waiters, timeout=min(remaining, 0.5), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({waiter.future}, timeout=min(remaining, 0.5))
         finally:
-            for waiter in waiters:
-                waiter.cancel()
+            for partition in watched:
+                partition.remove_waiter(waiter)

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_builder import build_batch
-from kbroker.replication.partition import Partition
+from kbroker.replication.partition import DataWaiter, Partition
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
 
@@ -26,22 +26,27 @@ def records() -> memoryview:
 def test_high_watermark_follows_appends_and_wakes_waiters(tmp_path):
     async def scenario() -> None:
         partition = make_partition(tmp_path)
-        waiter = partition.wait_for_data()
+        waiter = DataWaiter()
+        partition.add_waiter(waiter)
         partition.append_as_leader(records(), required_acks=1, now_ms=int(time.time() * 1000))
         assert partition.high_watermark == 1
-        await asyncio.wait_for(waiter, 1)
+        await asyncio.wait_for(waiter.future, 1)
+        assert waiter.rearm() == {("t", 0)}  # it knows which partition woke it
 
     asyncio.run(scenario())
 
 
-def test_timed_out_waits_are_forgotten(tmp_path):
+def test_finished_waits_are_forgotten(tmp_path):
     async def scenario() -> None:
         partition = make_partition(tmp_path)
-        for _ in range(100):
-            waiter = partition.wait_for_data()
-            waiter.cancel()
-        await asyncio.sleep(0)  # done-callbacks run on the next loop turn
-        assert partition._waiters == set()
+        for _ in range(100):  # long polls that timed out remove themselves
+            waiter = DataWaiter()
+            partition.add_waiter(waiter)
+            partition.remove_waiter(waiter)
+        woken = DataWaiter()
+        partition.add_waiter(woken)
+        partition.wake_waiters()  # and a wake forgets the ones it woke
+        assert partition._waiters == set() and woken.future.done()
 
     asyncio.run(scenario())
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.record_builder import build_batch
+from kbroker.replication.partition import DataWaiter
 from kbroker.replication.partition_registration import PartitionRegistration
 from kbroker.replication.replica_manager import FetchParams, FetchRequestPartition, ProduceResult
 from kbroker.replication.replication_settings import ReplicationSettings
@@ -60,14 +61,15 @@ def test_high_watermark_is_the_smallest_isr_log_end_offset(tmp_path):
         partition = node.partition("t")
         node.replica_manager.append_records("t", 0, records(3), 1)
         assert (partition.log_end_offset, partition.high_watermark) == (3, 0)
-        waiter = partition.wait_for_data()
+        waiter = DataWaiter()
+        partition.add_waiter(waiter)
         result = await follower_fetch(node, 2, 0)
         assert result.records is not None and result.high_watermark == 0  # followers read past the HW
         await follower_fetch(node, 2, 3)
         assert partition.high_watermark == 0  # follower 3 still unknown
         await follower_fetch(node, 3, 2)
         assert partition.high_watermark == 2
-        await asyncio.wait_for(waiter, 1)
+        await asyncio.wait_for(waiter.future, 1)
         await follower_fetch(node, 3, 3)
         assert partition.high_watermark == 3
         # A consumer still reads only below the high watermark.
