@@ -94,6 +94,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("transaction.state.log.num.partitions", _I, "50"),
         ("offsets.topic.num.partitions", _I, "50"),
         ("offsets.topic.replication.factor", _I, "3"),  # cluster mode; a single node uses 1
+        ("transaction.state.log.replication.factor", _I, "3"),  # cluster mode, as above
+        ("transaction.state.log.min.isr", _I, "2"),
         ("group.initial.rebalance.delay.ms", _I, "3000"),
         ("group.min.session.timeout.ms", _I, "6000"),
         ("group.max.session.timeout.ms", _I, "1800000"),
@@ -145,8 +147,6 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("socket.send.buffer.bytes", _I, "102400"),
         ("socket.receive.buffer.bytes", _I, "102400"),
         ("num.recovery.threads.per.data.dir", _I, "2"),
-        ("transaction.state.log.replication.factor", _I, "3"),
-        ("transaction.state.log.min.isr", _I, "2"),
         ("share.coordinator.state.topic.replication.factor", _I, "3"),
         ("share.coordinator.state.topic.min.isr", _I, "2"),
         ("log.cleaner.threads", _I, "1"),
