@@ -292,3 +292,12 @@ class BrokerLifecycleManager:
 
     async def send_to_controller(self, api_key: int, api_version: int, request: Any) -> Any:
         return await self.control.request(api_key, api_version, request, timeout_s=30.0)
+
+    async def forward(self, api_key: int, api_version: int, request: Any) -> Any | None:
+        """A client's request, sent unchanged to the active controller; its answer, or None when
+        the controller could not be reached (the caller answers REQUEST_TIMED_OUT)."""
+        try:
+            return await self.send_to_controller(api_key, api_version, request)
+        except (ConnectionError, TimeoutError) as exc:
+            log.warning("forwarding API %d to the controller failed: %s", api_key, exc)
+            return None

@@ -21,11 +21,10 @@ async def handle(ctx: RequestContext, request: object) -> object:
     broker = ctx.broker
     m = response_module(API_KEY, ctx.api_version)
     if broker.lifecycle is not None:
-        try:
-            return await broker.lifecycle.send_to_controller(API_KEY, ctx.api_version, request)
-        except (ConnectionError, TimeoutError):
-            return build(m.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.request_timed_out,
-                         replica_election_results=())
+        answer = await broker.lifecycle.forward(API_KEY, ctx.api_version, request)
+        timed_out = ErrorCode.request_timed_out
+        return answer or build(m.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=timed_out,
+                               replica_election_results=())
     controller = broker.controller
     if request.topic_partitions is None:
         wanted = [(name, i) for name, info in controller.topics.items() for i in range(info.partitions)]

@@ -19,10 +19,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
     broker = ctx.broker
     m = response_module(API_KEY, ctx.api_version)
     if broker.lifecycle is not None:
-        try:
-            return await broker.lifecycle.send_to_controller(API_KEY, ctx.api_version, request)
-        except (ConnectionError, TimeoutError):
-            return build(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE,
-                         error_code=ErrorCode.request_timed_out, error_message=None, topics=())
+        answer = await broker.lifecycle.forward(API_KEY, ctx.api_version, request)
+        timed_out = ErrorCode.request_timed_out
+        return answer or build(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=timed_out,
+                               error_message=None, topics=())
     return build(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  error_message=None, topics=())

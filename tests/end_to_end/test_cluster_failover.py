@@ -1,8 +1,9 @@
 """Leader failover on a 3-broker cluster loses, duplicates and reorders nothing (fault matrix M2/M3, short).
 
 Run on the session's shared clusters (conftest.py): real Apache Kafka 4.3.1 (the positive
-control: the harness must report a clean run there) and kbroker. ``compat.failover.run_failover`` keeps idempotent acks=all producers
-writing unique values to topic ``failover`` (RF 3, 6 partitions, min.insync.replicas=2) while the
+control: the harness must report a clean run there) and kbroker.
+``compat.failover.run_failover`` keeps idempotent acks=all producers writing unique values to
+topic ``failover`` (RF 3, 6 partitions, min.insync.replicas=2) while the
 leader of a random partition is SIGKILLed and restarted three times, then SIGSTOPped for 4 s and
 SIGCONTed once. Every partition must show a live leader on every surviving broker within 5 s of
 each failure, the victim must leave every ISR while it is down or frozen, writes to the
