@@ -481,6 +481,10 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Drop everything at or after ``offset`` (follower divergence, unclean election)."""
         if offset >= self.log_end_offset:
+            # Nothing to cut from the log, but an epoch this broker started as leader without
+            # appending (start offset = log end) conflicts with the new leader's: drop it, or the
+            # follower asks with it again and diverges again forever (Kafka's truncateTo does too).
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()

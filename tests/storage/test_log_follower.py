@@ -130,3 +130,17 @@ def test_truncate_fully_and_start_at(tmp_path):
                                                                  base_timestamp=NOW, leader_epoch=4))), NOW)
     assert follower.log_end_offset == 11
     assert follower.leader_epoch_cache.epochs == [4]
+
+
+def test_truncating_at_the_log_end_drops_an_epoch_started_without_records(tmp_path):
+    """A broker that led at epoch 2 without appending anything holds "epoch 2 starts at the end";
+    when a leader that never had epoch 2 answers DivergingEpoch(0, end), truncating to the end
+    must drop that entry, or the follower asks with epoch 2 and diverges again, forever (a busy
+    loop seen in a cluster test; Kafka's truncateTo trims the epoch cache in this case too)."""
+    follower = new_log(tmp_path, "follower")
+    follower.append_as_follower(memoryview(bytearray(
+        build_batch([(b"k", b"v")] * 3, base_timestamp=NOW, leader_epoch=0))), NOW)
+    follower.leader_epoch_cache.assign(2, follower.log_end_offset)  # led at epoch 2, appended nothing
+    follower.truncate_to(follower.log_end_offset)
+    assert follower.log_end_offset == 3
+    assert follower.leader_epoch_cache.latest_epoch == 0
