@@ -69,6 +69,9 @@ CLUSTER_SETTINGS: dict[str, str] = {
     "share.coordinator.state.topic.min.isr": "2",
     "group.initial.rebalance.delay.ms": "0",
     "unclean.leader.election.enable": "false",
+    # Timed-out transactions are looked for every second, not every 10 s: the abandoned-transaction
+    # test waits for the abort.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 
 # Small heaps and C1-only JIT: four JVMs share two cores with the test driver and other work.

@@ -45,6 +45,7 @@ GROUP = "receipts-writer"
 TXN_ID = "payments-writer"
 PARTITIONS = 6
 TXN_TIMEOUT_MS = 10000
+ABANDONED_TXN_TIMEOUT_MS = 5000  # ample for the abandoning producer's few sends; the test waits this out
 DEADLINE_S = 60.0
 JAVA_SOURCE = Path(__file__).parent / "java" / "ClusterTransactionalProducer.java"
 JAVA = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
@@ -132,8 +133,15 @@ def transaction_coordinator(cluster: Cluster, transactional_id: str = TXN_ID) ->
 
 
 def leaders(cluster: Cluster, topic: str) -> set[int]:
+    """The leaders of ``topic``'s partitions as a running broker sees them once it knows them all: a
+    broker learns of a new topic from the metadata log a moment after CreateTopics is answered."""
     running = next(b for b in cluster.broker_ids if cluster.is_running(b))
-    return {p.leader_id for p in cluster.metadata(running, [topic]).topics[0].partitions}
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        partitions = cluster.metadata(running, [topic]).topics[0].partitions
+        if (len(partitions) == PARTITIONS and all(p.leader_id >= 0 for p in partitions)) or time.monotonic() > deadline:
+            return {p.leader_id for p in partitions}
+        time.sleep(0.05)
 
 
 def compile_java(classes: Path) -> None:
@@ -347,7 +355,7 @@ def test_abandoned_transaction_is_aborted_by_its_coordinator(cluster: Cluster) -
     admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(timeout=30)
     assert leaders(cluster, topic) == set(cluster.broker_ids)
     done = subprocess.run([sys.executable, "-c", ABANDONING_PRODUCER, bootstrap, transactional_id, topic,
-                           str(TXN_TIMEOUT_MS), str(PARTITIONS)], capture_output=True, text=True, timeout=120)
+                           str(ABANDONED_TXN_TIMEOUT_MS), str(PARTITIONS)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 
     coordinator = transaction_coordinator(cluster, transactional_id)

@@ -47,13 +47,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc.close()
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll ``condition`` until true; the seconds it took."""
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, every: float = 0.01) -> float:
+    """Poll ``condition`` every ``every`` seconds until true; the seconds it took."""
     start = time.monotonic()
     while not condition():
         if time.monotonic() - start > timeout:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(every)
     return time.monotonic() - start
 
 
@@ -302,11 +302,50 @@ def test_java_consumer_and_the_consumer_groups_tool(broker: BrokerProcess, kafka
     assert group not in tool("--list").split()
 
 
-def test_offsets_retention_expires_an_empty_groups_and_standalone_offsets(tmp_path: pytest.TempPathFactory) -> None:
+class BackgroundScenario(threading.Thread):
+    """A scenario that mostly waits, run beside the module's other tests; ``outcome`` re-raises
+    its failure in the test that asks for it."""
+
+    def __init__(self, scenario: Callable[[Path], None], workdir: Path) -> None:
+        super().__init__(daemon=True)
+        self.scenario, self.workdir = scenario, workdir
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.scenario(self.workdir)
+        except BaseException as error:  # handed to the test
+            self.error = error
+
+    def outcome(self, timeout: float) -> None:
+        self.join(timeout)
+        assert not self.is_alive(), f"{self.scenario.__name__} still running after {timeout}s"
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture(scope="module", autouse=True)
+def offsets_retention(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundScenario]:
+    """Offset retention cannot be shorter than a minute on Kafka (offsets.retention.minutes), so
+    the scenario starts with the module and its minute overlaps the other tests."""
+    run = BackgroundScenario(offsets_retention_scenario, tmp_path_factory.mktemp("retention"))
+    run.start()
+    yield run
+    run.join(120)
+
+
+def test_offsets_retention_expires_an_empty_groups_and_standalone_offsets(
+    offsets_retention: BackgroundScenario,
+) -> None:
     """offsets.retention.minutes=1 (Kafka's minimum) with a 500 ms check: the offsets of a group
     whose only member closed, and offsets committed outside any membership, are there until a
     minute has passed and gone (group deleted, not listed) within seconds after; they stay gone
-    after a restart (tombstones in __consumer_offsets). About 65 s."""
+    after a restart (tombstones in __consumer_offsets). About 65 s, begun with the module."""
+    offsets_retention.outcome(150)
+
+
+def offsets_retention_scenario(tmp_path: Path) -> None:
+    """The retention test's steps and assertions, on a broker of its own."""
     broker = BrokerProcess(str(tmp_path / "data"), {**OVERRIDES, "offsets.retention.minutes": "1",
                                                     "offsets.retention.check.interval.ms": "500"})
     broker.start()
@@ -344,7 +383,9 @@ def test_offsets_retention_expires_an_empty_groups_and_standalone_offsets(tmp_pa
 
         assert committed(member_group) == message.offset() + 1 and committed(standalone_group) == 7
         assert {member_group, standalone_group} <= listed()
-        wait_for(lambda: committed(member_group) < 0 and committed(standalone_group) < 0, 75, "the offsets to expire")
+        # Polled four times a second: this runs beside other tests for a minute.
+        wait_for(lambda: committed(member_group) < 0 and committed(standalone_group) < 0, 75, "the offsets to expire",
+                 every=0.25)  # fmt: skip
         elapsed = time.monotonic() - start
         print(f"offsets expired {elapsed:.1f}s after the commit / the group became Empty")
         assert 59.5 <= elapsed <= 68, elapsed
