@@ -16,7 +16,8 @@ Afterwards every partition is drained with an ``assign()`` read_committed consum
 beginning to the high watermark and checked: ``lost`` (ok values never read), ``duplicates``
 (values read at more than one offset), ``inconsistent`` (an ok value not at its acknowledged
 offset), ``nonmonotonic`` (one producer session's ok offsets in one partition not increasing in
-send order), ``failed_but_read`` (a definite failure that is visible) and ``unexpected`` (read
+send order; a value acknowledged without an offset, see ``Send.offset_known``, counts where it
+was read), ``failed_but_read`` (a definite failure that is visible) and ``unexpected`` (read
 values nobody sent). ``python -m compat.failover --target kafka|kbroker --kills 20`` starts a
 cluster, runs it and writes the JSON summary; the workload threads run at nice +5 so the
 brokers keep the CPU (two cores; a starved broker falls out of the ISR for no real reason).
@@ -106,6 +107,14 @@ class Send:
     outcome: str = "pending"  # ok | fail | info | pending (no callback came)
     offset: int | None = None
     error: str | None = None
+
+    @property
+    def offset_known(self) -> bool:
+        """Whether the delivery report named an offset. librdkafka acknowledges the records of a
+        batch that failed indefinitely (a timeout: possibly persisted) and was then implied by a
+        later batch's success ("implicitly acked by subsequent batch success") with no error and
+        no offset (None here): written once, but the client never learnt where."""
+        return self.offset is not None and self.offset >= 0
 
 
 @dataclass
@@ -371,19 +380,32 @@ def check(sends: list[Send], read: dict[tuple[int, int], int]) -> dict[str, list
     ok = [s for s in sends if s.outcome == "ok"]
     claimed: dict[tuple[int, int], list[int]] = defaultdict(list)
     for s in ok:
-        claimed[(s.partition, s.offset)].append(s.value)
+        if s.offset_known:
+            claimed[(s.partition, s.offset)].append(s.value)
+
+    def offset_of(s: Send) -> int | None:
+        """Where ``s`` is: its acknowledged offset, or (acknowledged without one) where it was read."""
+        if s.offset_known:
+            return s.offset
+        places = positions.get(s.value, [])
+        return places[0][1] if len(places) == 1 and places[0][0] == s.partition else None
+
+    read_elsewhere = [
+        s for s in ok if s.offset_known and s.value in positions and (s.partition, s.offset) not in positions[s.value]
+    ]
     nonmonotonic = []
     by_session: dict[tuple[str, int], list[Send]] = defaultdict(list)
     for s in ok:
         by_session[(s.session, s.partition)].append(s)
     for group in by_session.values():
         group.sort(key=lambda s: s.value)  # values are handed out in send order
-        nonmonotonic += [b.value for a, b in itertools.pairwise(group) if b.offset <= a.offset]
+        placed = [(s.value, offset) for s in group if (offset := offset_of(s)) is not None]
+        nonmonotonic += [b for (_a, at_a), (b, at_b) in itertools.pairwise(placed) if at_b <= at_a]
     return {
         "lost": [s.value for s in ok if s.value not in positions],
         "duplicates": [v for v, places in positions.items() if len(places) > 1],
         "inconsistent": sorted(
-            {s.value for s in ok if s.value in positions and (s.partition, s.offset) not in positions[s.value]}
+            {s.value for s in read_elsewhere}
             | {v for values in claimed.values() if len(values) > 1 for v in values}
         ),
         "nonmonotonic": nonmonotonic,

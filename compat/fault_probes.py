@@ -297,16 +297,67 @@ def drain(bootstrap: str, topic: str, deadline_s: float = 30.0) -> dict[int, str
         consumer.close()
 
 
-def write_check(sends: list[Send], read: dict[int, str]) -> dict[str, list[int]]:
-    """Acknowledged values never read, read at another offset than acknowledged, or read twice."""
+def _places(read: dict[int, str]) -> dict[int, list[int]]:
+    """Writer value -> the offsets it was read at (probe records are skipped)."""
     places: dict[int, list[int]] = {}
-    for offset, value in read.items():
+    for offset, value in sorted(read.items()):
         if value.isdigit():
             places.setdefault(int(value), []).append(offset)
+    return places
+
+
+def write_check(sends: list[Send], read: dict[int, str]) -> dict[str, list[int]]:
+    """Acknowledged values never read, read at another offset than the one acknowledged, read twice,
+    or read out of send order; failed values that were read.
+
+    ``moved`` looks only at acknowledgements that name an offset (see ``Send.offset_known``); one without
+    is still checked by the rest: read exactly once, and in order. Order: one producer session's
+    acknowledged values (an idempotent producer, one partition) must be read at increasing offsets
+    in the order they were sent (``sends`` is in send order); a value that is not is ``out_of_order``."""
+    places = _places(read)
     ok = [s for s in sends if s.outcome == "ok"]
+    out_of_order: list[int] = []
+    last: dict[str, int] = {}
+    for s in ok:
+        where = places.get(s.value, [])
+        if len(where) != 1:
+            continue  # lost or duplicated: reported as such
+        if where[0] <= last.get(s.session, -1):
+            out_of_order.append(s.value)
+        last[s.session] = max(where[0], last.get(s.session, -1))
     return {
         "lost": [s.value for s in ok if s.value not in places],
-        "moved": [s.value for s in ok if s.value in places and places[s.value] != [s.offset]],
+        "moved": [s.value for s in ok if s.offset_known and s.value in places and places[s.value] != [s.offset]],
         "duplicates": [v for v, offsets in places.items() if len(offsets) > 1],
         "failed_but_read": [s.value for s in sends if s.outcome == "fail" and s.value in places],
+        "out_of_order": out_of_order,
     }
+
+
+def acked_without_offset(sends: list[Send], read: dict[int, str]) -> list[dict[str, Any]]:
+    """Acknowledged values whose delivery report named no offset, with the offsets they were read at."""
+    places = _places(read)
+    return [
+        {"value": s.value, "reported_offset": s.offset, "read_at": places.get(s.value, [])}
+        for s in sends if s.outcome == "ok" and not s.offset_known
+    ]  # fmt: skip
+
+
+def moved_detail(sends: list[Send], read: dict[int, str]) -> list[dict[str, Any]]:
+    """For each ``moved`` value: the offset acknowledged, the offsets it was read at, and what was read
+    at the acknowledged offset (with that value's own outcome, acknowledged offset and error)."""
+    places = _places(read)
+    by_value = {s.value: s for s in sends}
+    out = []
+    for s in sends:
+        if s.outcome != "ok" or not s.offset_known or s.value not in places or places[s.value] == [s.offset]:
+            continue
+        there = read.get(s.offset) if s.offset is not None else None
+        other = by_value.get(int(there)) if there is not None and there.isdigit() else None
+        out.append({
+            "value": s.value, "acked_offset": s.offset, "read_at": places[s.value], "at_acked_offset": there,
+            "that_outcome": None if other is None else other.outcome,
+            "that_acked_offset": None if other is None else other.offset,
+            "that_error": None if other is None else other.error,
+        })  # fmt: skip
+    return out

@@ -72,13 +72,17 @@ def test_checker_reports_each_anomaly() -> None:
         Send(4, "p-1", 1, "ok", 4),  # lower offset than an earlier send of the session: nonmonotonic
         Send(5, "p-2", 1, "fail", None, "NOT_ENOUGH_REPLICAS"),  # definite failure, yet read
         Send(6, "p-2", 1, "info", None, "_MSG_TIMED_OUT"),  # indefinite, read twice: duplicate
+        Send(7, "p-3", 2, "ok", None),  # acknowledged without an offset (librdkafka's implicit ack): fine
+        Send(8, "p-3", 2, "ok", 2),
+        Send(9, "p-3", 2, "ok", None),  # no offset, read before the session's earlier send: nonmonotonic
     ]
-    read = {(0, 0): 0, (0, 3): 2, (1, 4): 4, (1, 5): 3, (1, 6): 5, (1, 7): 6, (1, 8): 6, (1, 9): 99}
+    read = {(0, 0): 0, (0, 3): 2, (1, 4): 4, (1, 5): 3, (1, 6): 5, (1, 7): 6, (1, 8): 6, (1, 9): 99,
+            (2, 0): 9, (2, 1): 7, (2, 2): 8}  # fmt: skip
     assert check(sends, read) == {
         "lost": [1],
         "duplicates": [6],
         "inconsistent": [2],
-        "nonmonotonic": [4],
+        "nonmonotonic": [4, 9],
         "failed_but_read": [5],
         "unexpected": [99],
     }

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +41,32 @@ TARGETS = ["kafka", "kbroker"]
 
 
 @pytest.fixture(scope="module")
-def fault_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Any]]:
-    """The JSON document of one run per target, made on first use."""
-    runs: dict[str, dict[str, Any]] = {}
+def fault_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], dict[str, Any]]]:
+    """The JSON document of one run per target. Both runs start on first use and go on side by
+    side: each has a network namespace of its own, and they spend most of their time waiting out
+    timeouts (sessions, replica lag), so together they take little longer than one."""
+    runs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
+    documents: dict[str, dict[str, Any]] = {}
 
     def get(target: str) -> dict[str, Any]:
-        if target not in runs:
-            workdir = tmp_path_factory.mktemp(f"faults-{target}")
-            out = workdir / "faults.json"
-            command = [sys.executable, "-m", "compat.faults", "--target", target, "--workdir", str(workdir)]
-            done = subprocess.run([*command, "--out", str(out)], cwd=REPO, timeout=RUN_TIMEOUT_S, check=False)
-            assert done.returncode == 0 and out.exists(), f"{target} fault run failed; logs in {workdir}"
-            runs[target] = json.loads(out.read_text())
-        return runs[target]
+        if not runs:
+            for name in TARGETS:
+                workdir = tmp_path_factory.mktemp(f"faults-{name}")
+                out = workdir / "faults.json"
+                command = [sys.executable, "-m", "compat.faults", "--target", name, "--workdir", str(workdir)]
+                runs[name] = (subprocess.Popen([*command, "--out", str(out)], cwd=REPO), workdir, out)
+        if target not in documents:
+            proc, workdir, out = runs[target]
+            returncode = proc.wait(timeout=RUN_TIMEOUT_S)
+            assert returncode == 0 and out.exists(), f"{target} fault run failed; logs in {workdir}"
+            documents[target] = json.loads(out.read_text())
+        return documents[target]
 
-    return get
+    yield get
+    for proc, _workdir, _out in runs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def scenario(fault_run: Callable[[str], dict[str, Any]], target: str, name: str) -> dict[str, Any]:
@@ -67,14 +78,17 @@ def scenario(fault_run: Callable[[str], dict[str, Any]], target: str, name: str)
 
 def assert_converged_without_loss(figures: dict[str, Any]) -> None:
     """After the heal: one leader with ISR 3 on every broker, identical replica logs, a drain that
-    matches them, and no acknowledged value lost, moved, duplicated; no failed value visible."""
+    matches them, and no acknowledged value lost, moved, duplicated or out of send order; no failed
+    value visible. An acknowledgement without an offset (librdkafka's implicit ack of a retried
+    batch, offset None) cannot be "moved"; it is still held to exactly once and in order."""
     assert figures["converge_s"] is not None, figures["final_views"]
     assert figures["one_leader"], figures["final_views"]
     assert figures["log_matching"] == []
     assert len(set(figures["log_end_offsets"].values())) == 1, figures["log_end_offsets"]
     assert figures["drain_matches_replicas"]
     check = figures["check"]
-    assert check == {"lost": [], "moved": [], "duplicates": [], "failed_but_read": []}, figures["check_counts"]
+    empty: dict[str, list[int]] = {"lost": [], "moved": [], "duplicates": [], "failed_but_read": [], "out_of_order": []}
+    assert check == empty, (figures["check_counts"], figures["moved_detail"])
 
 
 @pytest.mark.timeout(900)
@@ -153,7 +167,7 @@ def test_unclean_election_loses_only_above_the_new_leaders_end(
     assert f["converge_s"] is not None and f["one_leader"]
     assert f["log_matching"] == [] and len(set(f["log_end_offsets"].values())) == 1
     assert f["drain_matches_replicas"]
-    assert f["check"]["moved"] == [] and f["check"]["duplicates"] == []
+    assert f["check"]["moved"] == [] and f["check"]["duplicates"] == [] and f["check"]["out_of_order"] == []
 
 
 @pytest.mark.timeout(900)
