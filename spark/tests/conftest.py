@@ -18,9 +18,24 @@ from pyspark.sql import SparkSession
 
 from spark.tests.brokers import SparkBroker, start_target
 
+# C1-only JIT for every Spark driver the scenarios start (this session's, and the pipeline drivers
+# run as processes of their own): on two cores the C2 compilations of short jobs cost more than they
+# save; a session starts and a small job runs about twice as fast. Both brokers face the same Spark.
+SPARK_DRIVER_JVM = "-XX:TieredStopAtLevel=1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_defaults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A spark-defaults.conf for this session's drivers (SPARK_CONF_DIR is read by spark-submit)."""
+    conf_dir = tmp_path_factory.mktemp("spark-conf")
+    (conf_dir / "spark-defaults.conf").write_text(f"spark.driver.extraJavaOptions {SPARK_DRIVER_JVM}\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARK_CONF_DIR", str(conf_dir))
+        yield
+
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(spark_defaults: None) -> Iterator[SparkSession]:
     session = build_session("kbroker-spark-acceptance", conf={"spark.sql.streaming.pollingDelay": "100ms"})
     session.sparkContext.setLogLevel("ERROR")
     try:
