@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from compat.targets import (
     STOP_TIMEOUT_S,
     ProcessTarget,
     free_port,
+    random_cluster_id,
     tail,
     wait_for_port,
 )
@@ -333,19 +335,13 @@ class KafkaCluster(Cluster):
         return KafkaNode(workdir, node_id, host, port, settings)
 
     def start(self) -> None:
-        controller = self.nodes[CONTROLLER_ID]
-        assert isinstance(controller, KafkaNode)
         id_file = self.workdir / "cluster.id"
         if not id_file.exists():
-            made = subprocess.run(
-                controller.java_command("kafka.tools.StorageTool", "random-uuid"),
-                capture_output=True, text=True, check=True, timeout=60,
-            )  # fmt: skip
-            id_file.write_text(made.stdout.strip().splitlines()[-1])
+            id_file.write_text(random_cluster_id())
         cluster_id = id_file.read_text().strip()
-        for node in self.nodes.values():
-            assert isinstance(node, KafkaNode)
-            node.format_storage(cluster_id)
+        with ThreadPoolExecutor(len(self.nodes)) as pool:  # one StorageTool JVM per node, side by side
+            for formatted in [pool.submit(node.format_storage, cluster_id) for node in self.nodes.values()]:
+                formatted.result()
         super().start()
 
 

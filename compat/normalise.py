@@ -41,7 +41,7 @@ def bootstrap_address(text: str, ctx: Context) -> str:
 
 
 def cluster_id(text: str, ctx: Context) -> str:
-    """Rule 2 — the cluster id. Random per cluster (``StorageTool random-uuid`` for Kafka,
+    """Rule 2 — the cluster id. Random per cluster (``random_cluster_id`` for Kafka,
     generated at first start by kbroker); the target's own id becomes ``<cluster-id>``
     wherever it appears. Any other string is left alone."""
     return text.replace(ctx.cluster_id, "<cluster-id>") if ctx.cluster_id else text

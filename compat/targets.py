@@ -17,6 +17,7 @@ Every target has ``start()``, ``stop()`` (SIGTERM, clean), ``kill()`` (SIGKILL, 
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -226,12 +228,8 @@ class KafkaTarget(ProcessTarget):
         """Format ``data/`` with a fresh cluster id (once; a formatted directory is kept)."""
         if (self.data_dir / "meta.properties").exists():
             return
-        cluster_id = subprocess.run(
-            self._java("kafka.tools.StorageTool", "random-uuid"),
-            capture_output=True, text=True, check=True, timeout=60,
-        ).stdout.strip().splitlines()[-1]  # fmt: skip
         subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties)),
+            self._java("kafka.tools.StorageTool", "format", "-t", random_cluster_id(), "-c", str(self.properties)),
             capture_output=True, text=True, check=True, timeout=60,
         )  # fmt: skip
 
@@ -244,6 +242,16 @@ class KafkaTarget(ProcessTarget):
             )  # fmt: skip
         proc = self.proc
         wait_for_port(self.port, lambda: proc.poll() is None, START_TIMEOUT_S, "kafka", self.log)
+
+
+def random_cluster_id() -> str:
+    """What ``kafka-storage random-uuid`` prints, without starting a JVM for it: a random (version
+    4) UUID in URL-safe base64 without padding, never starting with "-" (Kafka avoids those, a
+    command line would take them for an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 class KbrokerTarget(ProcessTarget):
