@@ -117,6 +117,10 @@ def test_kill_9_during_idempotent_load(tmp_path) -> None:
             if err is not None:
                 errors.append(err.name())
                 return
+            if msg.offset() is None or msg.offset() < 0:
+                # librdkafka's implicit ack of a retried batch that a later batch's success implied:
+                # no offset to check; exactly-once-in-order below covers the value.
+                return
             offsets = acked[msg.partition()]
             assert msg.offset() not in offsets, f"offset {msg.offset()} acknowledged twice"
             offsets[msg.offset()] = msg.value()
