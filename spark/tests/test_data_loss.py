@@ -19,10 +19,18 @@ from spark.tests.kafka_io import read_stream, start_collecting_query
 # (topic, offset, value) of a record as a query delivered it.
 Seen = tuple[str, int, str]
 
-FAILURE_TIMEOUT_S = 60.0
+# Longer than a poll plus an offset lookup that both time out (QUICK), so a stalled broker shows
+# as the executor's timeout error rather than as a query that is still running.
+FAILURE_TIMEOUT_S = 90.0
 WAIT_S = 20.0
-# A stalled fetch fails the task after this long instead of spark.network.timeout (120 s).
-QUICK = {"kafkaConsumer.pollTimeoutMs": 10000, "kafka.request.timeout.ms": 5000, "kafka.default.api.timeout.ms": 10000}
+# A stalled broker fails the task after about 30 s instead of spark.network.timeout (120 s), but
+# a pause of a few seconds does not: the executor resolves the log start and end by seeking and
+# calling the consumer's position(), which waits at most default.api.timeout.ms and resends a
+# ListOffsets unanswered after request.timeout.ms (which also counts the wait behind the Fetch
+# the consumer pipelined on the same connection). With 10 s and 5 s a loaded two-core box failed
+# the DeleteRecords scenario on Kafka with "Timeout of 10000ms expired before the position for
+# partition ... could be determined" (a 13 s broker pause at that call reproduces it).
+QUICK = {"kafkaConsumer.pollTimeoutMs": 30000, "kafka.request.timeout.ms": 15000, "kafka.default.api.timeout.ms": 30000}
 # One offset fetch attempt: the driver gives up on the first odd answer instead of retrying 3 x 1 s.
 NO_RETRY = {"fetchOffset.numRetries": 1, "fetchOffset.retryIntervalMs": 10}
 # Offset fetch attempts that ride out the moment a recreated topic is missing (about 4 s; the
