@@ -163,3 +163,17 @@ class ClassicGroup:
                           m.session_timeout_ms, m.metadata(self.protocol_name), m.assignment)
              for m in self.members.values()],
         )
+
+
+def leaving_member(static_members: dict[str, str], member_id: str, instance_id: str | None) -> tuple[str, ErrorCode]:
+    """The member one LeaveGroup entry names, and the entry's error (KIP-345): a static member is
+    named by its instance id, and a member id given with it must be the one the instance id has
+    now (else FENCED_INSTANCE_ID); an instance id the group does not know is UNKNOWN_MEMBER_ID."""
+    if instance_id is None:
+        return member_id, ErrorCode.none
+    known = static_members.get(instance_id)
+    if known is None:
+        return member_id, ErrorCode.unknown_member_id
+    if member_id and known != member_id:
+        return member_id, ErrorCode.fenced_instance_id
+    return known, ErrorCode.none

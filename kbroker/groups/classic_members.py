@@ -35,7 +35,14 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kbroker.groups.classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, JoinResult, Member, SyncResult
+from kbroker.groups.classic_group import (
+    CONSUMER_PROTOCOL_TYPE,
+    ClassicGroup,
+    JoinResult,
+    Member,
+    SyncResult,
+    leaving_member,
+)
 from kbroker.groups.classic_group import GroupState as ClassicState
 from kbroker.groups.consumer_group import ConsumerGroup, ConsumerMember, MemberState
 from kbroker.groups.group_metadata import encode_group_key
@@ -378,15 +385,10 @@ def leave(cc: ConsumerGroupCoordinator, group: ConsumerGroup,
           members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
     errors = []
     for member_id, instance_id in members:
-        if instance_id is not None:
-            known = group.static_members.get(instance_id)
-            if known is None:
-                errors.append(ErrorCode.unknown_member_id)
-                continue
-            if member_id and known != member_id:
-                errors.append(ErrorCode.fenced_instance_id)
-                continue
-            member_id = known
+        member_id, error = leaving_member(group.static_members, member_id, instance_id)
+        if error is not ErrorCode.none:
+            errors.append(error)
+            continue
         member = group.members.get(member_id)
         if member is None or member.classic is None:
             errors.append(ErrorCode.unknown_member_id)

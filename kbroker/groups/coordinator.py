@@ -16,7 +16,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kbroker.groups import classic_members
-from kbroker.groups.classic_group import ClassicGroup, GroupState, JoinResult, Member, SyncResult
+from kbroker.groups.classic_group import ClassicGroup, GroupState, JoinResult, Member, SyncResult, leaving_member
 from kbroker.groups.offset_expiry import expire_classic_group_offsets
 from kbroker.groups.offset_store import OffsetAndMetadata, OffsetStore
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -462,15 +462,10 @@ class GroupCoordinator:
         errors = []
         removed = False
         for member_id, instance_id in members:
-            if instance_id is not None:
-                known = group.static_members.get(instance_id)
-                if known is None:
-                    errors.append(ErrorCode.unknown_member_id)
-                    continue
-                if member_id and known != member_id:
-                    errors.append(ErrorCode.fenced_instance_id)
-                    continue
-                member_id = known
+            member_id, error = leaving_member(group.static_members, member_id, instance_id)
+            if error is not ErrorCode.none:
+                errors.append(error)
+                continue
             if member_id in group.pending_members:
                 group.pending_members.pop(member_id).cancel()
                 errors.append(ErrorCode.none)
