@@ -61,6 +61,10 @@ class BrokerLifecycleManager:
         self.unfenced = asyncio.Event()
         self._cluster_id_known = asyncio.Event()
         self._shutting_down = False
+        # Set by stop(): the loops also end on it, because Python 3.11's asyncio.wait_for can lose a
+        # cancellation that arrives together with the awaited answer; a loop that went on then kept
+        # the process alive after "shut down cleanly" until it was killed.
+        self._stopped = False
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -98,6 +102,8 @@ class BrokerLifecycleManager:
 
     def _find_controller(self, hint: int | None = None) -> None:
         """Talk to another voter: the leader a controller named, or the next one in turn."""
+        if self._stopped:
+            return
         if hint is None or hint not in self.voters or hint == self.controller_id:
             if len(self.voters) == 1:
                 return
@@ -110,6 +116,7 @@ class BrokerLifecycleManager:
         self._connect()
 
     def stop(self) -> None:
+        self._stopped = True
         for task in self._tasks:
             task.cancel()
         self.control.close()
@@ -157,7 +164,7 @@ class BrokerLifecycleManager:
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config.get_int("broker.heartbeat.interval.ms") / 1000
-        while not self._shutting_down:
+        while not self._shutting_down and not self._stopped:
             try:
                 response = await self._heartbeat()
             except (ConnectionError, TimeoutError) as exc:
@@ -191,7 +198,7 @@ class BrokerLifecycleManager:
 
     async def _metadata_loop(self) -> None:
         m = fetch_v12
-        while True:
+        while not self._stopped:
             request = m.FetchRequest(
                 cluster_id=None, replica_id=self.broker.node_id,
                 max_wait=datetime.timedelta(milliseconds=METADATA_FETCH_WAIT_MS), min_bytes=1,
