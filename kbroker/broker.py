@@ -22,6 +22,7 @@ from kbroker.groups.coordinator import GroupCoordinator
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 from kbroker.groups.partition_ownership import GroupPartitionOwnership
 from kbroker.meta_properties import init_log_dirs
+from kbroker.open_file_limit import segment_file_budget
 from kbroker.replication.controller import Controller
 from kbroker.replication.forwarding_controller import ForwardingController
 from kbroker.replication.producer_ids import PRODUCER_ID_FILE, ControllerProducerIdManager, ProducerIdManager
@@ -45,7 +46,8 @@ class Broker:
         self.node_id = config.node_id
         self.log_dirs = config.log_dirs
         self.cluster_id = ""
-        self.log_manager = LogManager(self.log_dirs, lambda topic: self.controller.log_config(topic))
+        self.log_manager = LogManager(self.log_dirs, lambda topic: self.controller.log_config(topic),
+                                      max_open_segment_files=segment_file_budget())
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id)
         self.cluster_mode = config.cluster_mode
         # Cluster mode: the controller decides; this broker follows its metadata log.
@@ -254,7 +256,10 @@ class Broker:
             await asyncio.sleep(interval)
             now_ms = int(time.time() * 1000)
             for partition in list(self.replica_manager.partitions.values()):
-                partition.log.maybe_flush(now_ms)
+                try:
+                    partition.log.maybe_flush(now_ms)
+                except OSError as exc:  # the log is offline now; LogDirHealth has logged it
+                    log.debug("flush of %s-%d failed: %s", partition.topic, partition.index, exc)
 
     async def _checkpoint_loop(self) -> None:
         while True:

@@ -18,6 +18,7 @@ from kbroker.broker import Broker
 from kbroker.config import ConfigError, KafkaConfig
 from kbroker.controller_node import ControllerNode
 from kbroker.meta_properties import init_log_dirs
+from kbroker.open_file_limit import raise_open_file_limit
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kbroker: configuration error: {exc}", file=sys.stderr)
         return 2
+    raise_open_file_limit()
     try:
         asyncio.run(_serve(config))
     except (OSError, RuntimeError) as exc:  # port in use, unreadable log dir, foreign meta.properties

@@ -46,7 +46,6 @@ class ControllerNode:
         self.metadata_dir = os.path.join(metadata_dir, f"{METADATA_TOPIC}-0")
         os.makedirs(self.metadata_dir, exist_ok=True)
         self.metadata_log = PartitionLog(self.metadata_dir, METADATA_TOPIC, 0, LogConfig())
-        self.raft: RaftNode | None = None
         self.quorum: QuorumDriver | None = None
         self.controller = QuorumController(self.metadata_log, ControllerSettings(
             node_id=self.node_id,
@@ -64,15 +63,17 @@ class ControllerNode:
         self._last_high_watermark = -1
         self._cluster_id_from_log = False
 
-    def _propose(self, payloads: list[bytes]) -> int | None:
-        assert self.raft is not None
-        return self.raft.propose(payloads)
+    @property
+    def raft(self) -> RaftNode | None:
+        return None if self.quorum is None else self.quorum.raft
 
-    async def start(self) -> None:
-        # Every entry is fsynced when appended; a torn tail after a crash is cut by the CRC scan.
-        self.metadata_log.load(clean_shutdown=False)
-        now_ms = int(time.time() * 1000)
-        self.raft = RaftNode(
+    def _propose(self, payloads: list[bytes]) -> int | None:
+        assert self.quorum is not None
+        return self.quorum.propose(payloads)
+
+    def _new_raft(self, now_ms: int) -> RaftNode:
+        """This voter's RaftNode as the disk has it (at start, and after a failed write)."""
+        return RaftNode(
             self.node_id, self.voters, PartitionRaftLog(self.metadata_log), FileQuorumState(self.metadata_dir),
             random.Random(), RaftConfig(
                 election_timeout_ms=self.config.get_int("controller.quorum.election.timeout.ms"),
@@ -81,6 +82,10 @@ class ControllerNode:
                 retry_backoff_ms=self.config.get_int("controller.quorum.retry.backoff.ms"),
             ), now_ms=now_ms,
         )
+
+    async def start(self) -> None:
+        # Every entry is fsynced when appended; a torn tail after a crash is cut by the CRC scan.
+        self.metadata_log.load(clean_shutdown=False)
         names = {n.strip().upper() for n in (self.config.get("controller.listener.names") or "").split(",")}
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
@@ -94,7 +99,7 @@ class ControllerNode:
             self.bound.append((name, host, server.sockets[0].getsockname()[1]))
         if not self.servers:
             raise RuntimeError("controller.listener.names names no listener in 'listeners'")
-        self.quorum = QuorumDriver(self.raft, self.voters, self.bound[0][1] or None, self._on_quorum_change)
+        self.quorum = QuorumDriver(self._new_raft, self.voters, self.bound[0][1] or None, self._on_quorum_change)
         self.quorum.start()
         self._tasks.append(loop.create_task(self._session_loop()))
         if self.config.get_bool("auto.leader.rebalance.enable"):

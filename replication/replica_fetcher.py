@@ -220,7 +220,8 @@ class ReplicaFetcher:
                     log.warning("%r: %s-%d: %s", self, partition.topic, partition.index, exc.message or exc.code.name)
                     failed.append(key)
                 except OSError as exc:
-                    log.error("%r: %s-%d: append failed: %s", self, partition.topic, partition.index, exc)
+                    # LogDirHealth logs the episode once; per fetch this would flood.
+                    log.debug("%r: %s-%d: append failed: %s", self, partition.topic, partition.index, exc)
                     failed.append(key)
         self._delay(failed)
 

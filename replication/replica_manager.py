@@ -217,7 +217,8 @@ class ReplicaManager:
             log.debug("append to %s-%d refused: %s", topic, index, exc.message)
             return ProduceResult(exc.code)
         except OSError as exc:
-            log.error("append to %s-%d failed: %s", topic, index, exc)
+            # LogDirHealth logs the episode (once, not per request).
+            log.debug("append to %s-%d failed: %s", topic, index, exc)
             return ProduceResult(ErrorCode.kafka_storage_error)
         result = ProduceResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset)
         if required_acks == -1:
@@ -357,6 +358,11 @@ class ReplicaManager:
             result.records = partition.read(request.fetch_offset, limit, bound, min_one_batch)
         except KafkaError as exc:
             result.error = exc.code
+        except OSError as exc:
+            partition.log.health.read_failed(partition.log.log_dir, f"read of {partition.log.topic}-{partition.index}",
+                                             exc)
+            result.error = ErrorCode.kafka_storage_error
+            return result
         if result.records is not None and isolation_level == READ_COMMITTED:
             result.aborted_transactions = partition.log.collect_aborted_txns(request.fetch_offset, bound)
         return result
@@ -405,6 +411,11 @@ class ReplicaManager:
                                                       request.log_start_offset, now_ms, log_end, params.replica_epoch)
         except KafkaError as exc:
             result.error = exc.code
+            result.records = None
+        except OSError as exc:
+            partition.log.health.read_failed(partition.log.log_dir, f"read of {partition.log.topic}-{partition.index}",
+                                             exc)
+            result.error = ErrorCode.kafka_storage_error
             result.records = None
         result.high_watermark = partition.high_watermark
         result.last_stable_offset = partition.last_stable_offset

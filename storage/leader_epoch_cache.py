@@ -4,14 +4,22 @@ Persisted in ``leader-epoch-checkpoint`` (Kafka's format: version, count, then
 ``epoch start_offset`` lines). Invariant: epochs and start offsets both strictly increase.
 Followers and consumers use it through OffsetForLeaderEpoch to find where their log diverges
 from the leader's (KIP-101/KIP-279), so answers must be exact.
+
+A new epoch is in the file before the cache (and so before any record of it) has it: if the
+file cannot be written, ``assign`` raises and nothing changed. A truncation changes the cache
+even if the file cannot be rewritten then (the log was cut regardless): the stale file only
+holds epochs past the log end or before its start, which loading drops again.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 
 from .checkpoint import read_checkpoint, write_checkpoint
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -36,12 +44,11 @@ class LeaderEpochCache:
         if self.epochs and epoch <= self.epochs[-1]:
             return
         # An older epoch that claims the same or a later start has no records: drop it.
-        while self.start_offsets and self.start_offsets[-1] >= start_offset:
-            self.epochs.pop()
-            self.start_offsets.pop()
-        self.epochs.append(epoch)
-        self.start_offsets.append(start_offset)
-        self._flush()
+        keep = bisect.bisect_left(self.start_offsets, start_offset)
+        epochs = [*self.epochs[:keep], epoch]
+        start_offsets = [*self.start_offsets[:keep], start_offset]
+        _write(self.path, epochs, start_offsets)
+        self.epochs, self.start_offsets = epochs, start_offsets
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, the offset where that epoch ended), as Kafka answers.
@@ -88,4 +95,11 @@ class LeaderEpochCache:
         self._flush()
 
     def _flush(self) -> None:
-        write_checkpoint(self.path, [(str(e), str(o)) for e, o in zip(self.epochs, self.start_offsets, strict=True)])
+        try:
+            _write(self.path, self.epochs, self.start_offsets)
+        except OSError as exc:
+            log.warning("%s not rewritten after truncation (%s): loading drops the stale entries", self.path, exc)
+
+
+def _write(path: str, epochs: list[int], start_offsets: list[int]) -> None:
+    write_checkpoint(path, [(str(e), str(o)) for e, o in zip(epochs, start_offsets, strict=True)])

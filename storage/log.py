@@ -8,6 +8,14 @@ below it has been fsynced. Appends validate each batch header and CRC, assign of
 patching the batch bytes and write them with one ``os.write``; records are not parsed
 except where Kafka requires it (keys of compacted topics).
 
+Storage faults: every write either lands whole or is undone before the append raises (the
+segment cuts a failed write back; checkpoints and snapshots are replaced atomically), so a full
+disk or an I/O error loses nothing that was acknowledged and later appends never go after a
+torn tail; ``LogDirHealth`` hears of each failure and of the first success after them. What
+cannot be undone — an fsync that failed (the kernel may have dropped the pages), a transaction
+index entry missing for a marker already written — takes this log offline (``offline``):
+appends are refused with KAFKA_STORAGE_ERROR until a restart recovers it; reads go on.
+
 Producer state (``ProducerStateManager``) is checked from batch headers before a write and
 updated after it: a retried idempotent batch is answered with its original offsets and not
 written again. It is snapshotted (``<offset>.snapshot``) at every roll and at close; ``load``
@@ -20,6 +28,7 @@ the segment holding its marker.
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import shutil
@@ -41,12 +50,13 @@ from kbroker.protocol.records import (
     split_batches,
 )
 
-from .file_io import replace_atomically
+from .file_io import make_dirs, replace_atomically
 from .leader_epoch_cache import LeaderEpochCache
 from .log_cleaner_recovery import complete_interrupted_cleaning
 from .log_config import LogConfig
+from .log_dir_health import LogDirHealth
 from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
-from .segment import AppendedBatch, LogSegment
+from .segment import AppendedBatch, LogSegment, SegmentFileCache
 from .transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -61,6 +71,10 @@ class AppendInfo:
     last_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
+
+
+class LogOfflineError(OSError):
+    """Appends to a log that an unrecoverable write failure took offline (until restart)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -82,8 +96,14 @@ class PartitionLog:
         *,
         log_start_offset: int = 0,
         recovery_point: int = 0,
+        files: SegmentFileCache | None = None,
+        health: LogDirHealth | None = None,
     ) -> None:
         self.directory = directory
+        self.log_dir = os.path.dirname(directory)
+        self.files = files if files is not None else SegmentFileCache()
+        self.health = health if health is not None else LogDirHealth()
+        self.offline: str | None = None  # why appends are refused until a restart
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -99,12 +119,26 @@ class PartitionLog:
     # --- lifecycle ------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: str, topic: str, partition: int, topic_id: str, config: LogConfig) -> PartitionLog:
-        os.makedirs(directory, exist_ok=True)
-        write_partition_metadata(directory, topic_id)
-        plog = cls(directory, topic, partition, config)
-        plog._add_segment(LogSegment(directory, 0, config.index_interval_bytes))
+    def create(cls, directory: str, topic: str, partition: int, topic_id: str, config: LogConfig,
+               files: SegmentFileCache | None = None, health: LogDirHealth | None = None) -> PartitionLog:
+        """A new, empty log: its directory, ``partition.metadata`` and first segment (if any of
+        them cannot be written, the directory is removed again and the error raised)."""
+        make_dirs(directory)
+        try:
+            write_partition_metadata(directory, topic_id)
+            plog = cls(directory, topic, partition, config, files=files, health=health)
+            plog._add_segment(plog._new_segment(0))
+        except OSError:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        plog.active_segment.close_file()  # opened again by the first append or read
         return plog
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(self.directory, base_offset, self.config.index_interval_bytes, self.files, create=True)
+
+    def _existing_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(self.directory, base_offset, self.config.index_interval_bytes, self.files)
 
     def load(self, clean_shutdown: bool) -> None:
         """Open every segment; recover (CRC scan, index rebuild) those past the recovery point.
@@ -117,10 +151,10 @@ class PartitionLog:
             int(name[:-4]) for name in os.listdir(self.directory) if name.endswith(".log")
         )
         if not bases:
-            bases = [self.log_start_offset]
+            self._add_segment(self._new_segment(self.log_start_offset))
         started = time.monotonic()
         for i, base in enumerate(bases):
-            segment = LogSegment(self.directory, base, self.config.index_interval_bytes)
+            segment = self._existing_segment(base)
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             must_recover = not clean_shutdown and (next_base is None or next_base > self.recovery_point)
             if must_recover or not segment.load_without_recovery():
@@ -133,9 +167,12 @@ class PartitionLog:
                     )
                     # Anything after a corrupt point is unreachable: drop later segments.
                     for later in bases[i + 1 :]:
-                        LogSegment(self.directory, later, self.config.index_interval_bytes).delete()
+                        self._existing_segment(later).delete()
                     self._add_segment(segment)
                     break
+                if next_base is not None:
+                    self._persist_recovered_indexes(segment)
+            segment.close_file()  # reopened when read: a partition nobody uses holds no descriptor
             self._add_segment(segment)
             if time.monotonic() - started > 1.0 and i + 1 < len(bases):
                 log.info("recovery: %s-%d loaded %d/%d segments", self.topic, self.partition, i + 1, len(bases))
@@ -143,7 +180,17 @@ class PartitionLog:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._rebuild_producer_state()
+        self.active_segment.close_file()
+
+    def _persist_recovered_indexes(self, segment: LogSegment) -> None:
+        """A recovered inactive segment keeps its rebuilt indexes (else every start rebuilds them)."""
+        try:
+            segment.persist_indexes()
+        except OSError as exc:
+            log.warning("recovery: indexes of %s not written (%s): rebuilt again at the next start",
+                        segment.log_path, exc)
 
     def _rebuild_producer_state(self) -> None:
         """Newest snapshot at or below the log end, then replay batch headers after it."""
@@ -198,17 +245,39 @@ class PartitionLog:
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
+    @property
+    def needs_recovery(self) -> bool:
+        """Whether the next start must not trust this log's files as a clean shutdown left them."""
+        return self.offline is not None or self.active_segment.torn
+
     def close(self) -> None:
-        """Clean shutdown: a producer state snapshot at the log end, then close every file."""
-        self.active_segment.on_become_inactive()
+        """Clean shutdown: a producer state snapshot at the log end, then close every file
+        (a failure here is logged: what it leaves is rebuilt or cut at the next start)."""
+        active = self.active_segment
+        if active.torn:
+            try:
+                active.cut_torn_tail()
+            except OSError as exc:
+                log.error("%s-%d: a failed append's partial write is still in %s (%s): it is cut by CRC at "
+                          "the next start", self.topic, self.partition, active.log_path, exc)
+        active.time_index.maybe_append(active.max_timestamp, active.offset_of_max_timestamp)
         self.producer_state.map_end_offset = self.log_end_offset
-        self.producer_state.take_snapshot()
+        self._take_producer_snapshot()
         for segment in self.segments:
             segment.close()
 
+    def _take_producer_snapshot(self) -> None:
+        """A snapshot only saves replay work: if it cannot be written, the next load replays from
+        an older one (or from the log start)."""
+        try:
+            self.producer_state.take_snapshot()
+        except OSError as exc:
+            log.warning("producer state snapshot of %s-%d at offset %d not written: %s",
+                        self.topic, self.partition, self.producer_state.map_end_offset, exc)
+
     def delete(self) -> None:
         for segment in self.segments:
-            segment.close()
+            segment.close_file()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # --- append ---------------------------------------------------------------------------
@@ -248,7 +317,7 @@ class PartitionLog:
             appended.append(AppendedBatch(pos, offset + header.last_offset_delta, max_ts))
             offset += header.record_count
         first = self.log_end_offset
-        self.leader_epoch_cache.assign(leader_epoch, first)
+        self._assign_epoch(leader_epoch, first)
         self._append(records, appended, first, offset - 1, now_ms)
         if producer_info is not None:
             self.producer_state.complete_append(producer_info, offset)
@@ -280,7 +349,7 @@ class PartitionLog:
         for _pos, header in batches:
             # Before the write, as the leader does, so a crash never leaves records whose
             # epoch the cache does not know.
-            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            self._assign_epoch(header.partition_leader_epoch, header.base_offset)
         self._append(records, appended, first, offset - 1, now_ms)
         segment = self.active_segment
         for pos, header in batches:
@@ -289,7 +358,7 @@ class PartitionLog:
             control = control_record_type(records[pos : pos + header.size]) if header.is_control else None
             completed = self.producer_state.replay_batch(header, control)
             if completed is not None and completed.is_aborted:
-                self._index_aborted(segment, completed)
+                self._index_aborted_after_write(segment, completed)
         self._after_append(first, offset, now_ms)
         return AppendInfo(first, offset - 1, -1, self.log_start_offset)
 
@@ -298,6 +367,35 @@ class PartitionLog:
         self.producer_state.map_end_offset = end
         self.unflushed_messages += end - first
         self.maybe_flush(now_ms)
+
+    def _index_aborted_after_write(self, segment: LogSegment, completed: CompletedTxn) -> None:
+        """The abort marker is in the log: without its index entry read_committed consumers
+        would see the aborted records, so a failure here takes the log offline (the restart's
+        replay writes the entry)."""
+        try:
+            self._index_aborted(segment, completed)
+        except OSError as exc:
+            self._take_offline(f"transaction index entry for the abort at offset {completed.last_offset}", exc)
+            raise
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        self._check_writable()
+        try:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+        except OSError as exc:
+            self.health.write_failed(self.log_dir, f"leader epoch checkpoint of {self.topic}-{self.partition}", exc)
+            raise
+
+    def _check_writable(self) -> None:
+        if self.offline is not None:
+            raise LogOfflineError(errno.EIO, f"{self.topic}-{self.partition} is offline until restart: {self.offline}")
+
+    def _take_offline(self, what: str, exc: OSError) -> None:
+        self.health.write_failed(self.log_dir, f"{what} of {self.topic}-{self.partition}", exc)
+        if self.offline is None:
+            self.offline = f"{what} failed: {exc}"
+            log.error("%s-%d is offline until restart (appends refused, reads go on): %s failed: %s",
+                      self.topic, self.partition, what, exc)
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                               coordinator_epoch: int, leader_epoch: int, now_ms: int) -> int:
@@ -310,13 +408,13 @@ class PartitionLog:
         offset = self.log_end_offset
         patch_base_offset(batch, 0, offset)
         patch_leader_epoch(batch, 0, leader_epoch)
-        self.leader_epoch_cache.assign(leader_epoch, offset)
+        self._assign_epoch(leader_epoch, offset)
         self._append(memoryview(batch), [AppendedBatch(0, offset, now_ms)], offset, offset, now_ms)
         completed = self.producer_state.append_marker(
             producer_id, producer_epoch, offset, commit, coordinator_epoch, now_ms
         )
         if completed is not None and completed.is_aborted:
-            self._index_aborted(self.active_segment, completed)
+            self._index_aborted_after_write(self.active_segment, completed)
         self._after_append(offset, offset + 1, now_ms)
         return offset
 
@@ -364,14 +462,23 @@ class PartitionLog:
                         )
 
     def _append(self, payload: memoryview, batches: list[AppendedBatch], first: int, last: int, now_ms: int) -> None:
+        """Roll if due, then write; all or nothing (see the module docstring)."""
+        self._check_writable()
         active = self.active_segment
-        if not active.is_empty and (
-            active.size + len(payload) > self.config.segment_bytes
-            or last - active.base_offset > _MAX_RELATIVE_OFFSET
-            or self._time_waited_for_roll(active, batches, now_ms) > self.config.segment_ms
-        ):
-            self.roll()
-        self.active_segment.append(payload, batches)
+        try:
+            if not active.is_empty and (
+                active.size + len(payload) > self.config.segment_bytes
+                or last - active.base_offset > _MAX_RELATIVE_OFFSET
+                or self._time_waited_for_roll(active, batches, now_ms) > self.config.segment_ms
+            ):
+                self.roll()
+            self.active_segment.append(payload, batches)
+        except LogOfflineError:
+            raise
+        except OSError as exc:
+            self.health.write_failed(self.log_dir, f"append to {self.topic}-{self.partition}", exc)
+            raise
+        self.health.write_succeeded(self.log_dir)
 
     @staticmethod
     def _time_waited_for_roll(active: LogSegment, batches: list[AppendedBatch], now_ms: int) -> int:
@@ -384,22 +491,34 @@ class PartitionLog:
         return max((b.max_timestamp for b in batches), default=now_ms) - rolling
 
     def roll(self) -> LogSegment:
-        """Close the active segment for appends and start a new one at the log end offset."""
+        """Close the active segment for appends and start a new one at the log end offset.
+
+        If the old segment's indexes or the new segment cannot be written the roll raises and
+        the old segment stays active; if the fsync fails the log goes offline."""
         old = self.active_segment
         if old.is_empty:
             return old
         old.on_become_inactive()
-        old.fsync()  # what rolls off is durable; recovery after a crash starts here
+        self._fsync(old)  # what rolls off is durable; recovery after a crash starts here
         self.recovery_point = max(self.recovery_point, self.log_end_offset)
-        segment = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
+        segment = self._new_segment(self.log_end_offset)
         self._add_segment(segment)
         self.producer_state.map_end_offset = self.log_end_offset
-        self.producer_state.take_snapshot()  # a crash replays from here, not from the log start
+        self._take_producer_snapshot()  # a crash replays from here, not from the log start
         return segment
+
+    def _fsync(self, segment: LogSegment) -> None:
+        """After a failed fsync the kernel may have dropped the dirty pages: nothing written
+        since the last good fsync can be trusted, so the log goes offline."""
+        try:
+            segment.fsync()
+        except OSError as exc:
+            self._take_offline("fsync", exc)
+            raise LogOfflineError(exc.errno, f"fsync of {segment.log_path} failed: {exc.strerror}") from exc
 
     def maybe_flush(self, now_ms: int) -> None:
         """fsync if flush.messages or flush.ms says it is time."""
-        if (
+        if self.offline is None and (
             self.unflushed_messages >= self.config.flush_messages
             or now_ms - self.last_flush_ms >= self.config.flush_ms
         ):
@@ -407,7 +526,7 @@ class PartitionLog:
 
     def flush(self, now_ms: int) -> None:
         """fsync the active segment (flush.messages / flush.ms ask for this)."""
-        self.active_segment.fsync()
+        self._fsync(self.active_segment)
         self.recovery_point = self.log_end_offset
         self.unflushed_messages = 0
         self.last_flush_ms = now_ms
@@ -504,7 +623,7 @@ class PartitionLog:
             segment.delete()
         self.segments.clear()
         self.base_offsets.clear()
-        self._add_segment(LogSegment(self.directory, offset, self.config.index_interval_bytes))
+        self._add_segment(self._new_segment(offset))
         log.info("truncated %s-%d fully; log now starts at %d", self.topic, self.partition, offset)
         self.log_start_offset = offset
         self.recovery_point = offset

@@ -57,9 +57,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .checkpoint import read_checkpoint, write_checkpoint
-from .file_io import fsync_dir
+from .file_io import fsync_dir, unlink_quietly
 from .log_cleaner_job import CleaningAborted, CleanJob, CleanStats, Source, remove_cleaned, run_job
-from .log_cleaner_recovery import CLEANED_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX, unlink_quietly
+from .log_cleaner_recovery import CLEANED_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX
 from .segment import LogSegment, segment_file_name
 
 if TYPE_CHECKING:
@@ -273,14 +273,15 @@ class LogCleaner:
             fsync_dir(directory)
             for source in cleaned.sources:
                 segment = source.segment
+                segment.retire()  # its open descriptor keeps the data readable for reads in flight
                 for path in (segment.log_path, segment.offset_index.path, segment.time_index.path,
                              segment.txn_index.path):
-                    unlink_quietly(path)  # the open descriptors keep the data readable
+                    unlink_quietly(path)
                 loop.call_later(delay_s, _close_quietly, segment)
             for name in names[::-1]:  # the .log last: recovery keys on it
                 os.replace(os.path.join(directory, name + SWAP_SUFFIX), os.path.join(directory, name))
             fsync_dir(directory)
-            segment = LogSegment(directory, base, plog.config.index_interval_bytes)
+            segment = LogSegment(directory, base, plog.config.index_interval_bytes, plog.files)
             if not segment.load_without_recovery():  # indexes were built by the worker
                 segment.recover()
                 segment.on_become_inactive()
@@ -299,6 +300,6 @@ class LogCleaner:
 
 def _close_quietly(segment: LogSegment) -> None:
     try:
-        segment.close()
+        segment.close_file()
     except OSError:
         pass

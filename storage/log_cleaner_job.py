@@ -28,8 +28,8 @@ from kbroker.protocol.records import (
     read_header,
 )
 
-from .file_io import pread_exact, write_all
-from .log_cleaner_recovery import CLEANED_SUFFIX, SEGMENT_SUFFIXES, unlink_quietly
+from .file_io import pread_exact, unlink_quietly, write_all
+from .log_cleaner_recovery import CLEANED_SUFFIX, SEGMENT_SUFFIXES
 from .offset_index import OffsetIndex
 from .segment import LogSegment, segment_file_name
 from .time_index import TimeIndex
@@ -319,7 +319,6 @@ def _write_cleaned(job: CleanJob, stats: CleanStats) -> list[CleanedGroup]:
                 if entry.last_offset in kept_markers:
                     index.append(entry)
         index.fsync()
-        index.close()
         _write_indexes(cleaned, index_path, time_path, job.index_interval_bytes)
     return out
 
@@ -330,20 +329,18 @@ def _write_indexes(cleaned: CleanedGroup, index_path: str, time_path: str, inter
     event loop only loads them. They need no fsync: recovery rebuilds indexes from the log."""
     offsets = OffsetIndex(index_path, cleaned.base_offset)
     times = TimeIndex(time_path, cleaned.base_offset)
-    try:
-        max_ts, offset_of_max, since_entry = -1, cleaned.base_offset, 0
-        for position, size, last_offset, batch_max_ts in cleaned.batches:
-            if batch_max_ts > max_ts:
-                max_ts, offset_of_max = batch_max_ts, last_offset
-            if since_entry >= interval or not offsets.offsets:
-                offsets.append(last_offset, position)
-                times.maybe_append(max_ts, offset_of_max)
-                since_entry = 0
-            since_entry += size
-        times.maybe_append(max_ts, offset_of_max)
-    finally:
-        offsets.close()
-        times.close()
+    max_ts, offset_of_max, since_entry = -1, cleaned.base_offset, 0
+    for position, size, last_offset, batch_max_ts in cleaned.batches:
+        if batch_max_ts > max_ts:
+            max_ts, offset_of_max = batch_max_ts, last_offset
+        if since_entry >= interval or not offsets.offsets:
+            offsets.append(last_offset, position)
+            times.maybe_append(max_ts, offset_of_max)
+            since_entry = 0
+        since_entry += size
+    times.maybe_append(max_ts, offset_of_max)
+    offsets.persist()
+    times.persist()
 
 
 # --- the cleaner ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 from kbroker.protocol.records import HEADER_SIZE, read_header
 
-from .file_io import fsync_dir, pread_exact
+from .file_io import fsync_dir, pread_exact, unlink_quietly
 from .segment import LogSegment, segment_file_name
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def complete_interrupted_cleaning(directory: str, index_interval_bytes: int) -> 
         fsync_dir(directory)
         segment = LogSegment(directory, base, index_interval_bytes)
         segment.recover()
-        segment.on_become_inactive()
+        segment.time_index.maybe_append(segment.max_timestamp, segment.offset_of_max_timestamp)
         segment.close()
         log.warning("recovery: completed an interrupted log cleaning swap of segment %d in %s", base, directory)
     # Without a .log.swap the swap had finished; anything else left is stray (never expected).
@@ -92,10 +92,3 @@ def _batch_ends(path: str) -> Iterator[int]:
             position += header.size
     finally:
         os.close(fd)
-
-
-def unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -4,7 +4,12 @@ Per log directory (Kafka's layout): ``recovery-point-offset-checkpoint`` and
 ``log-start-offset-checkpoint`` (``topic partition offset`` entries) and the
 ``.kafka_cleanshutdown`` marker, written last by a clean shutdown and removed at start-up.
 Without the marker, segments past each partition's recovery point are CRC-scanned and a torn
-tail is cut (``PartitionLog.load``).
+tail is cut (``PartitionLog.load``). A shutdown writes no marker in a dir where a log is
+offline or a checkpoint could not be written, so the next start recovers it.
+
+The manager owns what its logs share: the ``SegmentFileCache`` bounding open segment
+descriptors (so the number of partitions is not bounded by the descriptor limit) and the
+``LogDirHealth`` that hears of write failures.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from .checkpoint import read_checkpoint, write_checkpoint
 from .file_io import fsync_dir, replace_atomically
 from .log import PartitionLog, read_partition_metadata
 from .log_config import LogConfig
+from .log_dir_health import LogDirHealth
+from .segment import SegmentFileCache
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +44,12 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[str], config_for: Callable[[str], LogConfig]) -> None:
+    def __init__(self, log_dirs: list[str], config_for: Callable[[str], LogConfig],
+                 max_open_segment_files: int | None = None) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.config_for = config_for
+        self.files = SegmentFileCache(max_open_segment_files)
+        self.health = LogDirHealth()
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.topic_ids: dict[str, str] = {}
         self._dir_of: dict[TopicPartition, str] = {}
@@ -75,6 +85,7 @@ class LogManager:
                     path, tp[0], tp[1], self.config_for(tp[0]),
                     log_start_offset=start_offsets.get(tp, 0),
                     recovery_point=recovery_points.get(tp, 0),
+                    files=self.files, health=self.health,
                 )
                 plog.load(clean_shutdown=clean)
                 self.logs[tp] = plog
@@ -100,7 +111,12 @@ class LogManager:
             counts[d] += 1
         log_dir = min(self.log_dirs, key=lambda d: counts[d])
         path = os.path.join(log_dir, f"{topic}-{partition}")
-        plog = PartitionLog.create(path, topic, partition, topic_id, self.config_for(topic))
+        try:
+            plog = PartitionLog.create(path, topic, partition, topic_id, self.config_for(topic),
+                                       files=self.files, health=self.health)
+        except OSError as exc:
+            self.health.write_failed(log_dir, f"creating {topic}-{partition}", exc)
+            raise
         self.logs[(topic, partition)] = plog
         self._dir_of[(topic, partition)] = log_dir
         self.topic_ids[topic] = topic_id
@@ -121,30 +137,53 @@ class LogManager:
             if t == topic:
                 plog.update_config(config)
 
-    def checkpoint(self) -> None:
-        """Write recovery points and log start offsets for every log dir."""
+    def checkpoint(self) -> list[str]:
+        """Write recovery points and log start offsets for every log dir; returns the dirs
+        whose checkpoints could not be written (the old ones stay, and the failure is logged)."""
+        failed = []
         for log_dir in self.log_dirs:
             tps = sorted(tp for tp, d in self._dir_of.items() if d == log_dir)
-            write_checkpoint(
-                os.path.join(log_dir, RECOVERY_POINT_FILE),
-                [(t, str(p), str(self.logs[(t, p)].recovery_point)) for t, p in tps],
-            )
-            write_checkpoint(
-                os.path.join(log_dir, LOG_START_OFFSET_FILE),
-                [(t, str(p), str(self.logs[(t, p)].log_start_offset)) for t, p in tps],
-            )
+            try:
+                write_checkpoint(
+                    os.path.join(log_dir, RECOVERY_POINT_FILE),
+                    [(t, str(p), str(self.logs[(t, p)].recovery_point)) for t, p in tps],
+                )
+                write_checkpoint(
+                    os.path.join(log_dir, LOG_START_OFFSET_FILE),
+                    [(t, str(p), str(self.logs[(t, p)].log_start_offset)) for t, p in tps],
+                )
+            except OSError as exc:
+                self.health.write_failed(log_dir, "checkpoint", exc)
+                failed.append(log_dir)
+            else:
+                self.health.write_succeeded(log_dir)
+        return failed
 
     def shutdown(self, broker_epoch: int = -1) -> None:
         """Flush and close every log, checkpoint, then mark each dir cleanly shut down (Kafka's
-        marker: ``{"version":0,"brokerEpoch":N}``)."""
+        marker: ``{"version":0,"brokerEpoch":N}``) — unless something there could not be
+        written, so that the next start recovers that dir."""
         now_ms = int(time.time() * 1000)
-        for plog in self.logs.values():
-            plog.flush(now_ms)
+        unclean: set[str] = set()
+        for tp, plog in self.logs.items():
+            try:
+                plog.flush(now_ms)
+            except OSError as exc:
+                log.error("shutdown: flushing %s-%d failed: %s", tp[0], tp[1], exc)
             plog.close()
-        self.checkpoint()
+            if plog.needs_recovery:
+                unclean.add(self._dir_of[tp])
+        unclean.update(self.checkpoint())
         for log_dir in self.log_dirs:
+            if log_dir in unclean:
+                log.warning("shutdown: log dir %s is not marked clean; the next start recovers it", log_dir)
+                continue
             marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
-            replace_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), marker)
+            try:
+                replace_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), marker)
+            except OSError as exc:
+                log.error("shutdown: clean-shutdown marker of %s not written (%s); the next start recovers it",
+                          log_dir, exc)
         self.logs.clear()
 
 

@@ -3,18 +3,20 @@
 On-disk format, as Kafka's: 8-byte entries ``relative_offset int32, position int32`` where
 ``relative_offset = last offset of a batch - segment base offset`` and ``position`` is where
 that batch starts. Entries are strictly increasing in both fields. An entry is added at most
-every ``index.interval.bytes`` of log. The whole index is kept in memory too; the file is
-appended with ``os.write`` and is rebuilt from the log whenever recovery runs, so it never
-needs to be durable on its own.
+every ``index.interval.bytes`` of log.
+
+The whole index lives in memory. The file is written only by ``persist`` (when the segment
+rolls, at flush and at close), so an index holds no file descriptor and costs no system call
+per append; after a crash recovery rebuilds it from the log, so it never needs to be durable
+on its own. A non-empty segment whose index file is empty is recovered rather than trusted.
 """
 
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 
-from .file_io import write_all
+from .index_file import IndexFile
 
 _ENTRY = struct.Struct(">ii")
 
@@ -27,11 +29,11 @@ class OffsetIndex:
         self.base_offset = base_offset
         self.offsets: list[int] = []
         self.positions: list[int] = []
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._file = IndexFile(path, _ENTRY.size)
 
     def load(self, log_size: int) -> bool:
-        """Read the file; returns False if it is inconsistent with a log of ``log_size``."""
-        raw = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
+        """Read the file; False if it is missing entries or inconsistent with a log of ``log_size``."""
+        raw = self._file.read()
         usable = len(raw) - len(raw) % _ENTRY.size
         offsets, positions = [], []
         for rel, pos in _ENTRY.iter_unpack(raw[:usable]):
@@ -42,12 +44,21 @@ class OffsetIndex:
             offsets.append(self.base_offset + rel)
             positions.append(pos)
         self.offsets, self.positions = offsets, positions
-        return usable == len(raw)
+        self._file.persisted = len(offsets)
+        return usable == len(raw) and (bool(offsets) or log_size == 0)
 
     def append(self, last_offset: int, position: int) -> None:
         self.offsets.append(last_offset)
         self.positions.append(position)
-        write_all(self._fd, _ENTRY.pack(last_offset - self.base_offset, position))
+
+    def persist(self) -> None:
+        """Write the entries the file lacks (undone on failure)."""
+        done = self._file.persisted
+        self._file.append_entries(
+            b"".join(_ENTRY.pack(o - self.base_offset, p)
+                     for o, p in zip(self.offsets[done:], self.positions[done:], strict=True)),
+            len(self.offsets),
+        )
 
     def lookup(self, offset: int) -> int:
         """Position of the last indexed batch whose last offset is <= ``offset`` (else 0).
@@ -59,8 +70,7 @@ class OffsetIndex:
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries pointing at or past ``position`` (the log is being cut there)."""
-        keep = bisect.bisect_left(self.positions, position)
-        self._truncate(keep)
+        self._truncate(bisect.bisect_left(self.positions, position))
 
     def reset(self) -> None:
         self._truncate(0)
@@ -68,7 +78,8 @@ class OffsetIndex:
     def _truncate(self, keep: int) -> None:
         del self.offsets[keep:]
         del self.positions[keep:]
-        os.ftruncate(self._fd, keep * _ENTRY.size)
+        self._file.truncate_entries(keep)
 
-    def close(self) -> None:
-        os.close(self._fd)
+    def reset_file(self) -> None:
+        """Remove the file, keeping the entries in memory (it is rebuilt from the log)."""
+        self._file.remove()

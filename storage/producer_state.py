@@ -18,7 +18,7 @@ from crc32c import crc32c
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import BatchHeader
 
-from .file_io import replace_atomically
+from .file_io import replace_atomically, unlink_quietly
 
 log = logging.getLogger(__name__)
 
@@ -331,7 +331,7 @@ class ProducerStateManager:
         for offset in reversed(self.snapshot_offsets()):
             path = os.path.join(self.directory, snapshot_file_name(offset))
             if offset > max_offset:
-                _unlink(path)
+                unlink_quietly(path)
                 continue
             try:
                 with open(path, "rb") as fh:
@@ -339,7 +339,7 @@ class ProducerStateManager:
             except (OSError, ValueError, struct.error) as exc:
                 log.warning("deleting unreadable producer state snapshot %s: %s", path, exc)
                 self.reset(0)
-                _unlink(path)
+                unlink_quietly(path)
                 continue
             self.map_end_offset = offset
             return offset
@@ -372,16 +372,9 @@ class ProducerStateManager:
         offsets = self.snapshot_offsets()
         for snap in offsets[:-1]:
             if snap < offset:
-                _unlink(os.path.join(self.directory, snapshot_file_name(snap)))
+                unlink_quietly(os.path.join(self.directory, snapshot_file_name(snap)))
 
     def delete_snapshots_above(self, offset: int) -> None:
         for snap in self.snapshot_offsets():
             if snap > offset:
-                _unlink(os.path.join(self.directory, snapshot_file_name(snap)))
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+                unlink_quietly(os.path.join(self.directory, snapshot_file_name(snap)))

@@ -6,22 +6,39 @@ transaction aborts in it). The ``.log`` file is a plain
 concatenation of magic-v2 record batches exactly as they travel on the wire, with absolute
 base offsets patched in. Invariants: batches are contiguous from position 0; offsets
 increase; ``next_offset`` is one past the last offset in the segment (``base_offset`` when
-empty); ``size`` is the file length. Appends use ``os.write`` on an ``O_APPEND`` descriptor,
-so the bytes are in the OS when ``append`` returns.
+empty); ``size`` is the length of the file's valid prefix — the file is longer only while a
+failed append could not be cut back (``torn``), and no append happens until it is. Appends use
+``os.write`` on an ``O_APPEND`` descriptor, so the bytes are in the OS when ``append`` returns;
+a failed append is cut back before it raises.
+
+The ``.log`` descriptor is opened on first use and may be closed at any time by the
+``SegmentFileCache`` that bounds how many are open (a partition nobody reads or writes holds
+none); a deleted segment never reopens. Code must read ``fd`` when it uses it, not keep it.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kbroker.protocol.records import HEADER_SIZE, LOG_OVERHEAD, crc_is_valid, iter_records, read_header
 
-from .file_io import pread_exact, write_all
+from .file_io import (
+    TornWriteError,
+    append_or_undo,
+    close_file,
+    fsync,
+    open_file,
+    pread_exact,
+    truncate,
+    unlink_quietly,
+)
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 from .transaction_index import TransactionIndex
@@ -59,14 +76,52 @@ class AppendedBatch:
     max_timestamp: int
 
 
+class SegmentFileCache:
+    """Bounds the ``.log`` descriptors open at once: past ``limit`` the least recently used is
+    closed (its segment reopens it when next used). ``limit=None``: no bound."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self._open: OrderedDict[LogSegment, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def opened(self, segment: LogSegment) -> None:
+        self._open[segment] = None
+        if self.limit is not None:
+            while len(self._open) > self.limit:
+                oldest = next(iter(self._open))
+                if oldest is segment:
+                    break
+                oldest.close_file()
+
+    def used(self, segment: LogSegment) -> None:
+        try:
+            self._open.move_to_end(segment)
+        except KeyError:
+            pass  # a retired segment: its descriptor is no longer the cache's to close
+
+    def closed(self, segment: LogSegment) -> None:
+        self._open.pop(segment, None)
+
+
 class LogSegment:
-    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int,
+                 files: SegmentFileCache | None = None, *, create: bool = False) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
+        self.files = files if files is not None else SegmentFileCache()
         self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        self._fd = -1
+        self.deleted = False
+        self.torn = False  # a failed append left bytes past ``size`` that could not be cut yet
+        if create:
+            self._open(os.O_TRUNC)  # the file exists from now on (recovery lists segments by their .log)
+            self.size = 0
+        else:
+            self.size = os.stat(self.log_path).st_size
         self.offset_index = OffsetIndex(
             os.path.join(directory, segment_file_name(base_offset, ".index")), base_offset
         )
@@ -81,16 +136,50 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000)
         self.first_batch_timestamp_ms: int | None = None
 
+    # --- the descriptor -------------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The open ``.log`` descriptor (opened now if the cache closed it)."""
+        if self._fd < 0:
+            return self._open()
+        self.files.used(self)
+        return self._fd
+
+    def _open(self, extra_flags: int = 0) -> int:
+        if self.deleted:
+            raise FileNotFoundError(errno.ENOENT, "segment was deleted", self.log_path)
+        self._fd = open_file(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | extra_flags)
+        self.files.opened(self)
+        return self._fd
+
+    def close_file(self) -> None:
+        """Close the descriptor (it reopens on next use)."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            self.files.closed(self)
+            close_file(fd)
+
+    def retire(self) -> None:
+        """Replaced by another segment of the same name (log cleaning): the descriptor stays
+        open — reads already planned on this segment go on from the unlinked file — until
+        ``close_file``; the segment never reopens by name."""
+        self._fd = self.fd  # open now, while the name is still this segment's
+        self.files.closed(self)
+        self.deleted = True
+
     # --- loading and recovery -------------------------------------------------------------
 
     def load_without_recovery(self) -> bool:
-        """Trust the indexes of a cleanly closed segment; False if they look wrong."""
-        if not (self.offset_index.load(max(self.size, 1)) and self.time_index.load()):
+        """Trust the indexes of a cleanly closed segment; False if they look wrong or are missing."""
+        if not (self.offset_index.load(self.size) and self.time_index.load()):
             return False
         start = self.offset_index.positions[-1] if self.offset_index.positions else 0
         last: BatchPosition | None = None
+        max_timestamp = self.time_index.last_timestamp
         for batch in self.scan(start):
             last = batch
+            max_timestamp = max(max_timestamp, batch.max_timestamp)
         if last is None:
             if self.size != 0:
                 return False
@@ -98,9 +187,11 @@ class LogSegment:
             if last.position + last.size != self.size:
                 return False
             self.next_offset = last.last_offset + 1
-        self.max_timestamp = self.time_index.last_timestamp
+        self.max_timestamp = max_timestamp
         if self.time_index.offsets:
             self.offset_of_max_timestamp = self.time_index.offsets[-1]
+        if max_timestamp > self.time_index.last_timestamp:
+            self.offset_of_max_timestamp = self.next_offset - 1
         self.created_ms = int(os.stat(self.log_path).st_mtime * 1000)
         return True
 
@@ -143,17 +234,29 @@ class LogSegment:
         valid_end = position
         truncated = file_size - valid_end
         if truncated:
-            os.ftruncate(self.fd, valid_end)
+            truncate(self.fd, valid_end)
         self.size = valid_end
+        self.torn = False
         self.txn_index.truncate_to(self.next_offset)
         return truncated
 
     # --- appending ------------------------------------------------------------------------
 
     def append(self, payload: bytes | bytearray | memoryview, batches: list[AppendedBatch]) -> None:
-        """Write ``payload`` (whole batches with offsets assigned) at the end of the segment."""
+        """Write ``payload`` (whole batches with offsets assigned) at the end of the segment.
+
+        All or nothing: on a failed write (a full disk, an I/O error) the file is cut back and
+        the segment is unchanged; if even the cut fails, ``torn`` is set and every later append
+        first retries the cut.
+        """
+        if self.torn:
+            self.cut_torn_tail()
         start = self.size
-        write_all(self.fd, payload)
+        try:
+            append_or_undo(self.fd, payload, start)
+        except TornWriteError:
+            self.torn = True
+            raise
         self.size += len(payload)
         if self.first_batch_timestamp_ms is None and batches:
             self.first_batch_timestamp_ms = batches[0].max_timestamp
@@ -165,6 +268,12 @@ class LogSegment:
                 batch.last_offset,
                 batch.max_timestamp,
             )
+
+    def cut_torn_tail(self) -> None:
+        """Retry cutting what a failed append left past ``size`` (raises while it still fails)."""
+        truncate(self.fd, self.size)
+        self.torn = False
+        log.info("segment %s: the partial write left by a failed append is removed", self.log_path)
 
     def rolling_timestamp_ms(self) -> int:
         """Kafka's rolling-based timestamp: the first batch's max timestamp (read from the file
@@ -187,13 +296,26 @@ class LogSegment:
         self.next_offset = last_offset + 1
 
     def on_become_inactive(self) -> None:
-        """Called at roll: make the time index end with the segment's max timestamp."""
+        """Called at roll: the time index ends with the segment's max timestamp, and both
+        indexes are written (raises if they cannot be)."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.persist_indexes()
+
+    def persist_indexes(self) -> None:
+        """Write the index entries their files lack. On failure both index files are removed
+        (the next start rebuilds them from the log) and the error is raised."""
+        try:
+            self.time_index.persist()
+            self.offset_index.persist()
+        except OSError:
+            self.offset_index.reset_file()
+            self.time_index.reset_file()
+            raise
 
     # --- reading --------------------------------------------------------------------------
 
     def scan(self, position: int = 0, end: int | None = None) -> Iterator[BatchPosition]:
-        """Batch headers from ``position`` (a batch boundary) to ``end`` or the end of file."""
+        """Batch headers from ``position`` (a batch boundary) to ``end`` or the end of the valid data."""
         limit = self.size if end is None else end
         while position + _SCAN_SIZE <= limit:
             raw = os.pread(self.fd, _SCAN_SIZE, position)
@@ -233,17 +355,20 @@ class LogSegment:
     # --- truncation and lifecycle ---------------------------------------------------------
 
     def truncate_to(self, offset: int) -> int:
-        """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed.
+
+        The transaction index is cut first: if that fails nothing has changed."""
         position = self.position_of(offset)
         removed = self.size - position
         if removed <= 0:
             return 0
-        os.ftruncate(self.fd, position)
+        self.txn_index.truncate_to(offset)
+        truncate(self.fd, position)
         self.size = position
+        self.torn = False
         self.first_batch_timestamp_ms = None  # re-read from the file (or none if now empty)
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
-        self.txn_index.truncate_to(offset)
         self._rescan_tail()
         return removed
 
@@ -270,20 +395,23 @@ class LogSegment:
         return int(os.stat(self.log_path).st_mtime * 1000)
 
     def fsync(self) -> None:
-        os.fsync(self.fd)
+        fsync(self.fd)
         self.txn_index.fsync()
 
     def close(self) -> None:
-        os.close(self.fd)
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
+        """Clean close: indexes written (if that fails they are removed and rebuilt at the next
+        start), descriptor closed."""
+        try:
+            self.persist_indexes()
+        except OSError as exc:
+            log.warning("indexes of %s not written (%s): they will be rebuilt at the next start",
+                        self.log_path, exc)
+        self.close_file()
 
     def delete(self) -> None:
-        self.close()
+        """Remove the files; the segment never reopens (a read still in flight fails cleanly
+        instead of reading another file that took its descriptor number)."""
+        self.deleted = True
+        self.close_file()
         for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-
+            unlink_quietly(path)

@@ -3,16 +3,16 @@
 On-disk format, as Kafka's: 12-byte entries ``timestamp int64, relative_offset int32``;
 timestamps strictly increase, so an entry means "no record before this offset has a larger
 timestamp than this". Entries are added alongside offset-index entries when the segment's max
-timestamp has grown. Kept in memory, appended with ``os.write``, rebuilt by recovery.
+timestamp has grown, and a last one when the segment rolls. Kept in memory and written by
+``persist`` like the OffsetIndex (no descriptor held, rebuilt by recovery).
 """
 
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 
-from .file_io import write_all
+from .index_file import IndexFile
 
 _ENTRY = struct.Struct(">qi")
 
@@ -23,10 +23,10 @@ class TimeIndex:
         self.base_offset = base_offset
         self.timestamps: list[int] = []
         self.offsets: list[int] = []
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._file = IndexFile(path, _ENTRY.size)
 
     def load(self) -> bool:
-        raw = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
+        raw = self._file.read()
         usable = len(raw) - len(raw) % _ENTRY.size
         timestamps, offsets = [], []
         for ts, rel in _ENTRY.iter_unpack(raw[:usable]):
@@ -35,6 +35,7 @@ class TimeIndex:
             timestamps.append(ts)
             offsets.append(self.base_offset + rel)
         self.timestamps, self.offsets = timestamps, offsets
+        self._file.persisted = len(timestamps)
         return usable == len(raw)
 
     @property
@@ -45,7 +46,15 @@ class TimeIndex:
         if timestamp > self.last_timestamp:
             self.timestamps.append(timestamp)
             self.offsets.append(offset)
-            write_all(self._fd, _ENTRY.pack(timestamp, offset - self.base_offset))
+
+    def persist(self) -> None:
+        """Write the entries the file lacks (undone on failure)."""
+        done = self._file.persisted
+        self._file.append_entries(
+            b"".join(_ENTRY.pack(t, o - self.base_offset)
+                     for t, o in zip(self.timestamps[done:], self.offsets[done:], strict=True)),
+            len(self.timestamps),
+        )
 
     def lookup(self, timestamp: int) -> int:
         """An offset from which a forward scan finds the first record with ts >= ``timestamp``."""
@@ -54,8 +63,7 @@ class TimeIndex:
 
     def truncate_to_offset(self, offset: int) -> None:
         """Drop entries at or after ``offset``."""
-        keep = bisect.bisect_left(self.offsets, offset)
-        self._truncate(keep)
+        self._truncate(bisect.bisect_left(self.offsets, offset))
 
     def reset(self) -> None:
         self._truncate(0)
@@ -63,7 +71,8 @@ class TimeIndex:
     def _truncate(self, keep: int) -> None:
         del self.timestamps[keep:]
         del self.offsets[keep:]
-        os.ftruncate(self._fd, keep * _ENTRY.size)
+        self._file.truncate_entries(keep)
 
-    def close(self) -> None:
-        os.close(self._fd)
+    def reset_file(self) -> None:
+        """Remove the file, keeping the entries in memory (it is rebuilt from the log)."""
+        self._file.remove()

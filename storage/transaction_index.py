@@ -10,7 +10,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from .file_io import write_all
+from .file_io import append_or_undo, close_file, fsync, open_file, truncate, unlink_quietly
 
 _ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
 ENTRY_SIZE = _ENTRY.size  # 34 bytes
@@ -32,16 +32,18 @@ class TransactionIndex:
         | lastStableOffset int64
 
     One entry per aborted transaction whose abort marker is in the segment, in marker order
-    (so ``last_offset`` grows). The file is created on the first entry; entries are written
-    with ``os.write`` like the log, and a torn trailing entry is dropped on load. After a crash
-    the log replay that rebuilds producer state re-creates entries past the last snapshot
-    (``append`` ignores an entry whose marker offset is not past the last one).
+    (so ``last_offset`` grows). The file is created on the first entry; an entry is written
+    with ``os.write`` (opened for that write only: the index holds no descriptor) before the
+    log counts it, and a failed write leaves the file as it was. A torn trailing entry is
+    dropped on load. After a crash the log replay that rebuilds producer state re-creates
+    entries past the last snapshot (``append`` ignores an entry whose marker offset is not past
+    the last one).
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.entries: list[AbortedTxn] = []
-        self._fd: int | None = None
+        self._unsynced = False
         self._load()
 
     def _load(self) -> None:
@@ -63,11 +65,14 @@ class TransactionIndex:
     def append(self, txn: AbortedTxn) -> None:
         if self.entries and txn.last_offset <= self.entries[-1].last_offset:
             return  # already there (replay after a crash)
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        write_all(self._fd, _ENTRY.pack(VERSION, txn.producer_id, txn.first_offset, txn.last_offset,
-                                        txn.last_stable_offset))
+        fd = open_file(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            append_or_undo(fd, _ENTRY.pack(VERSION, txn.producer_id, txn.first_offset, txn.last_offset,
+                                           txn.last_stable_offset), len(self.entries) * ENTRY_SIZE)
+        finally:
+            close_file(fd)
         self.entries.append(txn)
+        self._unsynced = True
 
     def collect(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Entries overlapping [fetch_offset, upper_bound)."""
@@ -79,21 +84,20 @@ class TransactionIndex:
         if len(keep) == len(self.entries):
             return
         self.entries = keep
-        if os.path.exists(self.path):
-            os.truncate(self.path, len(keep) * ENTRY_SIZE)
+        fd = open_file(self.path, os.O_WRONLY)
+        try:
+            truncate(fd, len(keep) * ENTRY_SIZE)
+        finally:
+            close_file(fd)
 
     def fsync(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._unsynced:
+            fd = open_file(self.path, os.O_RDONLY)
+            try:
+                fsync(fd)
+            finally:
+                close_file(fd)
+            self._unsynced = False
 
     def delete(self) -> None:
-        self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        unlink_quietly(self.path)
