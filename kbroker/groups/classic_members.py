@@ -334,7 +334,10 @@ def join(cc: ConsumerGroupCoordinator, group: ConsumerGroup, member_id: str, ins
         member.rebalance_timer.cancel()
         member.rebalance_timer = None
     cc._schedule_session(group, member)
-    cc._persist(group)
+    try:
+        cc._persist(group)
+    except KafkaError as exc:  # not written: the group is back to what the log holds
+        return JoinResult(exc.code, member_id)
     return JoinResult(ErrorCode.none, member_id, member.member_epoch, CONSUMER_PROTOCOL_TYPE, protocols[0][0], "")
 
 
@@ -393,7 +396,11 @@ def leave(cc: ConsumerGroupCoordinator, group: ConsumerGroup,
         if member is None or member.classic is None:
             errors.append(ErrorCode.unknown_member_id)
             continue
-        cc.remove_member(group, member_id, "left the group (LeaveGroup)")
+        try:
+            cc.remove_member(group, member_id, "left the group (LeaveGroup)")
+        except KafkaError as exc:
+            errors.append(exc.code)
+            continue
         errors.append(ErrorCode.none)
         if group.dead:  # downgraded: the classic coordinator has the group now
             break

@@ -33,6 +33,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups import assignors, classic_members
 from kbroker.groups import consumer_group_records as records
 from kbroker.groups.assignors import Assignment, MemberSubscription
@@ -390,7 +391,7 @@ class ConsumerGroupCoordinator:
     def _session_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.session_timer = None
         if group.members.get(member.member_id) is member:
-            self.remove_member(group, member.member_id, "session expired")
+            self._remove_on_timer(group, member, "session expired")
 
     def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.rebalance_timer is not None:
@@ -402,7 +403,16 @@ class ConsumerGroupCoordinator:
         member.rebalance_timer = None
         if (group.members.get(member.member_id) is member and member.member_epoch == epoch
                 and member.state is MemberState.UNREVOKED_PARTITIONS):
-            self.remove_member(group, member.member_id, "did not revoke its partitions within the rebalance timeout")
+            self._remove_on_timer(group, member, "did not revoke its partitions within the rebalance timeout")
+
+    def _remove_on_timer(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
+        """A timer's removal that cannot be written is retried when the restored member's
+        session runs out again."""
+        try:
+            self.remove_member(group, member.member_id, reason)
+        except KafkaError as exc:
+            log.warning("consumer group %s: removing member %s (%s) not written: %s", group.group_id,
+                        member.member_id, reason, exc.code.name)
 
     # ----- persistence -----------------------------------------------------------------------------
 
@@ -425,8 +435,10 @@ class ConsumerGroupCoordinator:
 
     def _persist(self, group: ConsumerGroup) -> None:
         """Append the records that changed since the last write (tombstones for members gone).
-        A failed write is logged and the group goes on in memory (deviation: Kafka fails the
-        request and reverts); the next change writes the whole difference again."""
+
+        As Kafka's coordinator: a change that cannot be written is not kept — the group goes
+        back to what the log holds (members keep the epochs and assignments last written) and
+        the request fails with Kafka's error for a failed coordinator write."""
         if self.store is None:
             return
         wanted = self._records(group)
@@ -438,15 +450,26 @@ class ConsumerGroupCoordinator:
         try:
             self.store._write(group.group_id, batch)
         except (OSError, KafkaError) as exc:
-            log.error("storing consumer group %s failed: %s", group.group_id, exc)
-            return
+            self._revert(group.group_id)
+            raise KafkaError(coordinator_write_error(exc)) from exc
         self.written[group.group_id] = wanted
+
+    def _revert(self, group_id: str) -> None:
+        """Rebuild a group from the records last written for it (none: it goes away)."""
+        logged = list(self.written.get(group_id, {}).items())
+        self.unload({group_id})
+        self._rebuild(logged)
 
     def load(self, logged: list[tuple[bytes, bytes | None]]) -> None:
         """Rebuild consumer groups from their replayed records (in log order; last one wins).
         Members come back with their epochs and assignments and must heartbeat within their
         session timeout. An Empty classic group standing for the same id (made from its
         offsets by the classic coordinator's load) is dropped."""
+        self._rebuild(logged)
+        if self.groups:
+            log.info("loaded %d consumer groups", len(self.groups))
+
+    def _rebuild(self, logged: list[tuple[bytes, bytes | None]]) -> None:
         latest: dict[bytes, bytes | None] = {}
         for key, value in logged:
             latest[key] = value
@@ -501,8 +524,6 @@ class ConsumerGroupCoordinator:
                 del self.classic.groups[gid]
             for member in group.members.values():
                 self._schedule_session(group, member)
-        if self.groups:
-            log.info("loaded %d consumer groups", len(self.groups))
 
     def stop(self) -> None:
         self.unload(set(self.groups))

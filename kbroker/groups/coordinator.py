@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups import classic_members
 from kbroker.groups.classic_group import ClassicGroup, GroupState, JoinResult, Member, SyncResult, leaving_member
 from kbroker.groups.offset_expiry import expire_classic_group_offsets
@@ -420,10 +421,11 @@ class GroupCoordinator:
             try:
                 self._store(group, raise_errors=True)
             except (OSError, KafkaError) as exc:
-                log.error("storing group %s failed: %s", group.group_id, exc)
+                log.warning("storing group %s failed: %s", group.group_id, exc)
+                error = coordinator_write_error(exc)
                 for m in group.members.values():
                     m.assignment = b""
-                    _resolve(m.sync_future, SyncResult(ErrorCode.coordinator_not_available))
+                    _resolve(m.sync_future, SyncResult(error))
                 self._prepare_rebalance(group, "storing the assignment failed")
                 return await future
             group.transition(_S, _now_ms())

@@ -8,8 +8,9 @@ with members.
 from __future__ import annotations
 
 from kbroker.context import RequestContext
+from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.errors import KafkaError
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -24,7 +25,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             error = ctx.broker.group_coordinator.delete_group(group_id)
         except KafkaError as exc:
             error = exc.code
-        except OSError:
-            error = ErrorCode.coordinator_not_available  # the tombstones could not be written
+        except OSError as exc:
+            error = coordinator_write_error(exc)  # the tombstones could not be written
         results.append(build(m.DeletableGroupResult, group_id=group_id, error_code=error))
     return build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 
 from kbroker.context import RequestContext
+from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import OffsetAndMetadata
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -71,8 +72,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
             broker.group_coordinator.commit(request.group_id, offsets)
             # In a cluster the commit is acknowledged once the ISR has it (acks=all), as Kafka does.
             replicated = await broker.offset_store.wait_replicated(request.group_id, COMMIT_TIMEOUT_MS)
-        except (OSError, KafkaError):
-            replicated = ErrorCode.coordinator_not_available  # nothing was acknowledged
+        except (OSError, KafkaError) as exc:
+            replicated = coordinator_write_error(exc)  # nothing was acknowledged
         if replicated:
             for key, error in errors.items():
                 if error == ErrorCode.none:

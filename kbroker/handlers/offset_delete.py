@@ -10,6 +10,7 @@ UNKNOWN_TOPIC_OR_PARTITION.
 from __future__ import annotations
 
 from kbroker.context import RequestContext
+from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -38,9 +39,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
     deletable = [tp for tp, error in errors.items() if error == ErrorCode.none]
     try:
         broker.offset_store.delete_offsets(request.group_id, deletable)
-    except (OSError, KafkaError):
+    except (OSError, KafkaError) as exc:
         for tp in deletable:
-            errors[tp] = ErrorCode.coordinator_not_available
+            errors[tp] = coordinator_write_error(exc)
     topics = tuple(
         build(m.OffsetDeleteResponseTopic, name=topic.name, partitions=tuple(
             build(m.OffsetDeleteResponsePartition, partition_index=p.partition_index,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 
 from kbroker.context import RequestContext
+from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetAndMetadata
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -96,8 +97,8 @@ async def _commit_in_cluster(ctx: RequestContext, request: object, offsets: dict
         broker.offset_store.commit_transactional(group, request.producer_id, request.producer_epoch, offsets)
     except KafkaError as exc:
         return for_version(exc.code, ctx.api_version)
-    except OSError:
-        return ErrorCode.coordinator_not_available
+    except OSError as exc:
+        return coordinator_write_error(exc)
     return await broker.offset_store.wait_replicated(group, COMMIT_TIMEOUT_MS)
 
 

@@ -27,6 +27,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Protocol
 
+from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.transactions.transaction_log import (
@@ -217,6 +218,8 @@ class TransactionCoordinator:
         try:
             partition = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index)
             partition.append_as_leader(batch, -1, now)
+        except OSError as exc:  # its storage failed: nothing of the new state is kept
+            raise KafkaError(coordinator_write_error(exc), f"{TRANSACTION_STATE_TOPIC}-{index}: {exc}") from exc
         except KafkaError as exc:
             if self.owned is None:
                 raise

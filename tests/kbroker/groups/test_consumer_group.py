@@ -285,3 +285,39 @@ def test_records_replay_into_the_same_group() -> None:
 
 def c_config() -> KafkaConfig:
     return KafkaConfig({}, {})
+
+
+class FullDiskStore(FakeStore):
+    """A ``__consumer_offsets`` partition whose appends fail while ``full`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = False
+
+    def _write(self, group: str, batch: list[tuple[bytes, bytes | None]]) -> None:
+        if self.full:
+            raise OSError(28, "No space left on device")
+        super()._write(group, batch)
+
+
+def test_a_change_that_cannot_be_written_is_not_kept_and_fails_with_not_coordinator() -> None:
+    async def body() -> None:
+        c, _ = make()
+        store = FullDiskStore()
+        c.store = store  # type: ignore[assignment]
+        join(c, "a")
+        join(c, "b")
+        before = c.groups["g"]
+        epochs = (before.group_epoch, {m: before.members[m].member_epoch for m in before.members})
+        store.full = True
+        assert error_of(lambda: join(c, "c")) == ErrorCode.not_coordinator
+        assert error_of(lambda: c.heartbeat(HeartbeatRequest("g", "b", -1))) == ErrorCode.not_coordinator
+        group = c.groups["g"]  # as the log has it: a and b, at the epochs last written
+        assert set(group.members) == {"a", "b"}
+        assert (group.group_epoch, {m: group.members[m].member_epoch for m in group.members}) == epochs
+        store.full = False
+        assert join(c, "c").member_epoch == epochs[0] + 1
+        assert set(c.groups["g"].members) == {"a", "b", "c"}
+        c.stop()
+
+    asyncio.run(body())
