@@ -1,4 +1,5 @@
-"""Differences between kbroker and Apache Kafka that are known, explained, and not yet fixed.
+"""Differences between kbroker and Apache Kafka that are known and explained: not yet fixed, or
+deliberate where Kafka's own answer is a bug (each entry says which).
 
 One place, like ``normalise.py``: each entry names a (scenario, client) pair and says why the
 outcomes differ. The parity test still runs such a pair and requires the difference to still
@@ -13,7 +14,18 @@ _BROKER_KEYS = (
     "only the keys it knows (kbroker/config.py BROKER_CONFIGS)."
 )
 
+_EXCESSIVE_GROWTH = (
+    "Deliberate: Kafka 4.3.1 answers a CreatePartitions adding more than 10,000 partitions with "
+    "UNKNOWN_SERVER_ERROR ('Unknown broker error'), validate-only or not, and when not validate-only it "
+    "grows the topic anyway (10,002 asked: 10,001 partitions afterwards; its bounded record list "
+    "overflows after the records are taken). kbroker refuses the request whole with POLICY_VIOLATION "
+    "('Unable to perform excessively large batch operation.', Kafka's own answer to an oversized "
+    "batch elsewhere) and changes nothing."
+)
+
 KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {
     ("configs/broker-all-names", "kafka-python"): _BROKER_KEYS,
     ("configs/broker-all-names", "java"): _BROKER_KEYS,
+    **{("admin/create-partitions-excessive", client): _EXCESSIVE_GROWTH
+       for client in ("kafka-python", "aiokafka", "confluent", "java", "java-cli")},
 }

@@ -29,6 +29,7 @@ from kbroker.storage.log_config import (
     validate_topic_config,
 )
 
+from .loop_turns import LoopTurns
 from .partition_registration import PartitionRegistration
 from .replica_manager import ReplicaManager
 
@@ -36,6 +37,12 @@ log = logging.getLogger(__name__)
 
 METADATA_FILE = "kbroker-metadata.json"
 MAX_TOPIC_NAME_LENGTH = 249
+# Kafka's controller refuses, with POLICY_VIOLATION, a CreateTopics asking for more partitions
+# than this in all (MAX_PARTITIONS_PER_BATCH) and any request producing more metadata records
+# (MAX_RECORDS_PER_USER_OP): one request must not tie the controller up for long.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+TOO_LARGE_BATCH = "Unable to perform excessively large batch operation."
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -46,6 +53,31 @@ class TopicInfo:
     partitions: int
     replication_factor: int
     configs: dict[str, str] = field(default_factory=dict)
+
+
+def check_partitions_requested(topics: Sequence[object], default_partitions: int) -> None:
+    """POLICY_VIOLATION for a CreateTopics whose topics ask for more than
+    MAX_PARTITIONS_PER_REQUEST partitions in all (counted before any other check, as Kafka's
+    controller does: a count, the default for -1, or the manual assignment's length)."""
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += default_partitions
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        raise KafkaError(ErrorCode.policy_violation, TOO_MANY_PARTITIONS)
+
+
+def check_partitions_added(requested: Sequence[tuple[str, int]], current: Mapping[str, int]) -> None:
+    """POLICY_VIOLATION for a CreatePartitions that would add more than MAX_PARTITIONS_PER_REQUEST
+    partitions in all (Kafka's controller fails such a request as one excessively large batch).
+    ``requested``: (topic, new count); ``current``: each existing topic's partition count."""
+    added = sum(count - current[name] for name, count in requested if name in current and count > current[name])
+    if added > MAX_PARTITIONS_PER_REQUEST:
+        raise KafkaError(ErrorCode.policy_violation, TOO_LARGE_BATCH)
 
 
 def validate_topic_name(name: str) -> None:
@@ -149,16 +181,41 @@ class Controller:
         validate_only: bool = False,
         assignments: Sequence[Sequence[int]] = (),
     ) -> TopicInfo:
-        """CreateTopics (async: in a cluster the active controller decides, see ForwardingController)."""
+        """CreateTopics (async: in a cluster the active controller decides, see ForwardingController).
+
+        The topic is in the catalogue at once; its partitions' logs are then created sharing the
+        event loop (LoopTurns), and the answer comes when they all exist."""
         # A manual assignment was checked by check_replica_assignment: on one node it can only
-        # name this node, which is what _create_topic places.
-        return self._create_topic(name, num_partitions, replication_factor, configs, validate_only)
+        # name this node, which is what _register_topic places.
+        info = self._register_topic(name, num_partitions, replication_factor, configs, validate_only)
+        if validate_only:
+            return info
+        try:
+            await self._create_replicas(info, range(info.partitions))
+        except OSError as exc:  # no half-created topic stays
+            if self.topics.get(name) is info:
+                await self.delete_topic(name)
+            raise _storage_error(name, exc) from exc
+        log.info("created topic %s (%s) with %d partition(s)", name, info.topic_id, info.partitions)
+        return info
 
     def create_internal_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None]) -> None:
         """``__consumer_offsets`` / ``__transaction_state``, created by their coordinators on first use."""
-        self._create_topic(name, num_partitions, 1, configs)
+        info = self._register_topic(name, num_partitions, 1, configs)
+        for index in range(num_partitions):
+            self.replica_manager.make_leader(name, index, info.topic_id)
+        log.info("created topic %s (%s) with %d partition(s)", name, info.topic_id, num_partitions)
 
-    def _create_topic(
+    async def _create_replicas(self, info: TopicInfo, indexes: range) -> None:
+        """Create the logs of ``indexes``, stopping if the topic is deleted meanwhile."""
+        turns = LoopTurns()
+        for index in indexes:
+            if self.topics.get(info.name) is not info:
+                return
+            self.replica_manager.make_leader(info.name, index, info.topic_id)
+            await turns.maybe_yield()
+
+    def _register_topic(
         self,
         name: str,
         num_partitions: int,
@@ -199,20 +256,20 @@ class Controller:
             return info
         self._index(info)
         self._persist()
-        for index in range(partitions):
-            self.replica_manager.make_leader(name, index, info.topic_id)
-        log.info("created topic %s (%s) with %d partition(s)", name, info.topic_id, partitions)
         return info
 
     async def delete_topic(self, name: str) -> TopicInfo:
+        """Gone from the catalogue at once; its logs are removed sharing the event loop."""
         info = self.topics.get(name)
         if info is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
         del self.topics[name]
         del self.topics_by_id[info.topic_id]
         self._persist()
+        turns = LoopTurns()
         for index in range(info.partitions):
             self.replica_manager.remove_partition(name, index)
+            await turns.maybe_yield()
         log.info("deleted topic %s (%s)", name, info.topic_id)
         return info
 
@@ -233,8 +290,15 @@ class Controller:
         old = info.partitions
         info.partitions = count
         self._persist()
-        for index in range(old, count):
-            self.replica_manager.make_leader(name, index, info.topic_id)
+        try:
+            await self._create_replicas(info, range(old, count))
+        except OSError as exc:  # back to the old count: no partition stays half-created
+            if self.topics.get(name) is info:
+                info.partitions = old
+                self._persist()
+                for index in range(old, count):
+                    self.replica_manager.remove_partition(name, index)
+            raise _storage_error(name, exc) from exc
 
     def check_replica_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
         """INVALID_REPLICA_ASSIGNMENT unless every partition's replicas are exactly this node."""
@@ -317,6 +381,11 @@ def check_replica_lists(replica_lists: Sequence[Sequence[int]], registered: Cont
                     f"The manual partition assignment includes broker {broker_id}, but no "
                     "such broker is registered.",
                 )
+
+
+def _storage_error(topic: str, exc: OSError) -> KafkaError:
+    log.error("creating the logs of %s failed: %s", topic, exc)
+    return KafkaError(ErrorCode.kafka_storage_error, f"cannot create the logs of {topic}: {exc}")
 
 
 def _collision(name: str, topics: Mapping[str, TopicInfo]) -> str | None:

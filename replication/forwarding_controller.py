@@ -27,6 +27,7 @@ from kio.schema.delete_topics.v6 import request as delete_topics_v6
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs_v1
 
 from .controller import Controller, TopicInfo, check_replica_lists, validate_topic_name
+from .loop_turns import LoopTurns
 from .metadata_image import TOPIC_RESOURCE, MetadataImage
 from .partition_registration import PartitionRegistration
 from .replica_manager import ReplicaManager
@@ -34,7 +35,6 @@ from .replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 PROPAGATION_TIMEOUT_S = 10.0
-CHANGES_PER_TURN = 8
 REQUEST_TIMEOUT_MS = 30000
 
 # (api key, version, request) -> response, sent to the active controller
@@ -67,10 +67,10 @@ class ForwardingController(Controller):
     async def sync_from_image(self, image: MetadataImage) -> None:
         """Bring the catalogue and this broker's replicas in line with ``image``.
 
-        Creating a replica's log touches the disk (a few ms each); after every few changes the
-        event loop gets a turn, so a thousand new partitions do not stall heartbeats or fetches.
+        Creating a replica's log touches the disk (about a millisecond each); the work shares the
+        event loop (LoopTurns), so a thousand new partitions do not stall heartbeats or fetches.
         """
-        changes = 0
+        turns = LoopTurns()
         self.image = image
         self.cluster_configs = dict(image.cluster_configs)
         live_names = set(image.topics)
@@ -83,6 +83,7 @@ class ForwardingController(Controller):
                     if (name, index) in self.replica_manager.partitions or self.replica_manager.log_manager.get(
                             name, index) is not None:
                         self.replica_manager.remove_partition(name, index)
+                        await turns.maybe_yield()
                 log.info("topic %s deleted", name)
         for name, topic in image.topics.items():
             rf = len(topic.partitions[0].replicas) if topic.partitions else 0
@@ -103,9 +104,7 @@ class ForwardingController(Controller):
                     self._applied[(name, index)] = reg
                     self.replica_manager.apply_partition(name, index, topic.topic_id, reg)
                     self._tell_leadership(name, index, before, reg)
-                    changes += 1
-                    if changes % CHANGES_PER_TURN == 0:
-                        await asyncio.sleep(0)
+                    await turns.maybe_yield()
         self._wake_waiters()
 
     def _wake_waiters(self) -> None:

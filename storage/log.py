@@ -262,7 +262,8 @@ class PartitionLog:
                           "the next start", self.topic, self.partition, active.log_path, exc)
         active.time_index.maybe_append(active.max_timestamp, active.offset_of_max_timestamp)
         self.producer_state.map_end_offset = self.log_end_offset
-        self._take_producer_snapshot()
+        if self.producer_state.last_snapshot_offset != self.log_end_offset:
+            self._take_producer_snapshot()
         for segment in self.segments:
             segment.close()
 
@@ -525,8 +526,11 @@ class PartitionLog:
             self.flush(now_ms)
 
     def flush(self, now_ms: int) -> None:
-        """fsync the active segment (flush.messages / flush.ms ask for this)."""
-        self._fsync(self.active_segment)
+        """fsync the active segment (flush.messages / flush.ms ask for this); nothing to do when
+        nothing was written since the last one (a node with thousands of idle partitions shuts
+        down without thousands of fsyncs)."""
+        if self.recovery_point < self.log_end_offset or self.active_segment.torn:
+            self._fsync(self.active_segment)
         self.recovery_point = self.log_end_offset
         self.unflushed_messages = 0
         self.last_flush_ms = now_ms

@@ -145,6 +145,7 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: dict[int, int] = {}
         self.map_end_offset = 0
+        self.last_snapshot_offset: int | None = None  # written or loaded; a close at it writes none
 
     # --- validation and application -------------------------------------------------------
 
@@ -321,6 +322,7 @@ class ProducerStateManager:
         head = struct.pack(">4shI", _SNAP_MAGIC, _SNAP_VERSION, crc32c(bytes(body)))
         path = os.path.join(self.directory, snapshot_file_name(self.map_end_offset))
         replace_atomically(path, head + bytes(body))
+        self.last_snapshot_offset = self.map_end_offset
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; delete newer or corrupt ones.
@@ -342,6 +344,7 @@ class ProducerStateManager:
                 unlink_quietly(path)
                 continue
             self.map_end_offset = offset
+            self.last_snapshot_offset = offset
             return offset
         return None
 

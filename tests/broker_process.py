@@ -7,6 +7,7 @@ Tests talk to it over real sockets with real Kafka clients. ``kill()`` is SIGKIL
 from __future__ import annotations
 
 import os
+import resource
 import select
 import signal
 import socket
@@ -22,8 +23,10 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: str, overrides: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(self, data_dir: str, overrides: dict[str, str] | None = None, port: int | None = None,
+                 open_file_limit: int | None = None) -> None:
         self.data_dir = data_dir
+        self.open_file_limit = open_file_limit  # RLIMIT_NOFILE (soft and hard) of the broker process
         self.port = port or free_port()
         self.overrides = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
@@ -43,7 +46,8 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,
+                                     preexec_fn=self._limit_open_files if self.open_file_limit else None)
         log.close()
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -59,6 +63,15 @@ class BrokerProcess:
             elif self.proc.poll() is not None:
                 break
         raise RuntimeError(f"broker did not start; see {self.log_path}:\n{self.read_log()[-3000:]}")
+
+    def _limit_open_files(self) -> None:
+        assert self.open_file_limit is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_file_limit, self.open_file_limit))
+
+    @property
+    def open_descriptors(self) -> int:
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def read_log(self) -> str:
         with open(self.log_path) as fh:

@@ -134,6 +134,23 @@ def create_partitions_invalid(run: Run) -> Any:
             "unknown_topic": run.client.create_partitions(run.name("missing"), 3)}  # fmt: skip
 
 
+@scenario("admin/create-excessive-partitions", needs={CREATE})
+def create_excessive_partitions(run: Run) -> Any:
+    """More than 10,000 partitions in one request: POLICY_VIOLATION at once, nothing created."""
+    return {str(n): run.client.create_topic(run.name(str(n)), partitions=n) for n in (100_000, 10_001)}
+
+
+@scenario("admin/create-partitions-excessive", needs={CREATE, "admin.create_partitions", "admin.validate_only"})
+def create_partitions_excessive(run: Run) -> Any:
+    """Adding more than 10,000 partitions in one request (validate-only: Kafka really adds them
+    when asked to, see known_differences): refused, the count unchanged."""
+    t = run.name()
+    run.client.create_topic(t)
+    run.harness.wait_topic(t, 1)
+    grow = run.client.create_partitions(t, 10_002, validate_only=True)
+    return {"grow": grow, "describe": run.client.describe_topic(t)}
+
+
 @scenario("admin/create-partitions-validate-only", needs={"admin.create_partitions", "admin.validate_only"})
 def create_partitions_validate_only(run: Run) -> Any:
     """validate_only checks the new count and leaves the topic as it was."""

@@ -1,4 +1,7 @@
-"""CreatePartitions (key 37), v0–3, on the controller: brokers forward their clients' requests."""
+"""CreatePartitions (key 37), v0–3, on the controller: brokers forward their clients' requests.
+
+More than 10,000 new partitions in one request: POLICY_VIOLATION for every topic (Kafka's
+"excessively large batch"), nothing changed."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import time
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.replication.controller import check_partitions_added
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -16,10 +20,18 @@ MAX_VERSION = 3
 async def handle(ctx: RequestContext, request: object) -> object:
     node = ctx.broker
     m = response_module(API_KEY, ctx.api_version)
+    refused: KafkaError | None = None
+    try:
+        check_partitions_added([(t.name, t.count) for t in request.topics],
+                               {name: len(t.partitions) for name, t in node.controller.image.topics.items()})
+    except KafkaError as exc:
+        refused = exc
     results = []
     for topic in request.topics:
         error, message = ErrorCode.none, None
         try:
+            if refused is not None:
+                raise refused
             assignments = [list(a.broker_ids) for a in topic.assignments or ()]
             node.controller.create_partitions(topic.name, topic.count, assignments, request.validate_only,
                                               int(time.time() * 1000))

@@ -2,7 +2,8 @@
 
 The forwarding broker has already validated names and config values; they are checked again
 here because the controller is the one place that decides (Kafka does the same). Placement is
-round-robin over live brokers, alternating racks (``QuorumController._place``).
+round-robin over live brokers, alternating racks (``QuorumController._place``). More than
+10,000 partitions asked for in one request: POLICY_VIOLATION for every topic, nothing created.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.controller import validate_topic_name
+from kbroker.replication.controller import check_partitions_requested, validate_topic_name
 from kbroker.storage.log_config import InvalidConfig, validate_topic_config
 
 API_KEY = 19
@@ -24,10 +25,17 @@ async def handle(ctx: RequestContext, request: object) -> object:
     node = ctx.broker
     m = response_module(API_KEY, ctx.api_version)
     now_ms = int(time.time() * 1000)
+    refused: KafkaError | None = None
+    try:
+        check_partitions_requested(request.topics, node.controller.settings.default_partitions)
+    except KafkaError as exc:
+        refused = exc
     results = []
     for topic in request.topics:
         error, message, topic_id, partitions, rf = ErrorCode.none, None, None, -1, -1
         try:
+            if refused is not None:
+                raise refused
             validate_topic_name(topic.name)
             configs: dict[str, str] = {}
             for entry in topic.configs:

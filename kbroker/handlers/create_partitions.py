@@ -6,7 +6,9 @@ and message: unknown topic UNKNOWN_TOPIC_OR_PARTITION; a count that is not an in
 INVALID_PARTITIONS; the same topic twice in one request one INVALID_REQUEST result, as Kafka
 answers. Manual assignments
 must give one replica list per new partition, each exactly this node; otherwise
-INVALID_REPLICA_ASSIGNMENT.
+INVALID_REPLICA_ASSIGNMENT. More than 10,000 new partitions in one request (counting every
+topic): POLICY_VIOLATION "Unable to perform excessively large batch operation." for every
+topic and nothing changed, as Kafka's controller answers.
 Deviation: the request timeout is unused; the change is synchronous and done on return.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.replication.controller import check_partitions_added
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -27,6 +30,12 @@ async def handle(ctx: RequestContext, request: object) -> object:
     counts: dict[str, int] = {}
     for topic in request.topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
+    refused: KafkaError | None = None  # the whole request, before anything is created
+    try:
+        check_partitions_added([(t.name, t.count) for t in request.topics if counts[t.name] == 1],
+                               {name: info.partitions for name, info in controller.topics.items()})
+    except KafkaError as exc:
+        refused = exc
     results = []
     for topic in request.topics:
         if counts[topic.name] == 0:
@@ -36,6 +45,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
             if counts[topic.name] > 1:
                 counts[topic.name] = 0
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+            if refused is not None:
+                raise refused
             # Topic and count problems are reported before assignment problems, as Kafka does.
             await controller.create_partitions(topic.name, topic.count, validate_only=True)
             if topic.assignments is not None:

@@ -5,7 +5,9 @@ Each topic is created by the controller (partition count and replication factor 
 validate_only checks everything and creates nothing. Errors come back per topic with Kafka's
 code and message: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_CONFIG. A name given twice in one request: one
-INVALID_REQUEST result for it, as Kafka answers. Manual assignments are accepted when each
+INVALID_REQUEST result for it, as Kafka answers. More than 10,000 partitions asked for in one
+request (counting every topic): POLICY_VIOLATION "Excessively large number of partitions per
+request." for every topic and nothing created, as Kafka's controller answers. Manual assignments are accepted when each
 partition's replicas are exactly this node, partitions numbered 0..n-1, with num_partitions
 and replication_factor both -1; anything else is INVALID_REPLICA_ASSIGNMENT (or
 INVALID_REQUEST when mixed with a count), as with Kafka on a one-broker cluster.
@@ -20,7 +22,7 @@ from __future__ import annotations
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, has_field, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.controller import TopicInfo
+from kbroker.replication.controller import TopicInfo, check_partitions_requested
 from kbroker.storage.log_config import resolve_topic_configs
 
 API_KEY = 19
@@ -34,6 +36,11 @@ async def handle(ctx: RequestContext, request: object) -> object:
     counts: dict[str, int] = {}
     for topic in request.topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
+    refused: KafkaError | None = None  # the whole request, before anything is created
+    try:
+        check_partitions_requested([t for t in request.topics if counts[t.name] == 1], controller.default_partitions)
+    except KafkaError as exc:
+        refused = exc
     results = []
     for topic in request.topics:
         if counts[topic.name] == 0:
@@ -44,6 +51,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
             if counts[topic.name] > 1:
                 counts[topic.name] = 0
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+            if refused is not None:
+                raise refused
             partitions, replication = _counts(ctx, topic)
             configs = {c.name: c.value for c in topic.configs}
             assignments = [a.broker_ids for a in sorted(topic.assignments, key=lambda a: a.partition_index)]
