@@ -3,7 +3,9 @@
 Lists the live brokers, the cluster id, the "controller" (a live broker, as KRaft brokers
 answer) and the requested topics with topic ids, leader, leader epoch, replicas, ISR and offline
 replicas; a partition without a leader is LEADER_NOT_AVAILABLE. A null topic list (v0: empty) means all
-topics. Topics may be named or (v10+) given by id; an unknown id answers UNKNOWN_TOPIC_ID.
+topics. Topics may be named or (v10+) given by id; an unknown id answers UNKNOWN_TOPIC_ID, and
+a topic with neither INVALID_REQUEST (named "" before v12, where the answer's name is not nullable,
+as Kafka answers).
 Auto-creation happens when the request allows it (v4+; always before) and
 ``auto.create.topics.enable`` is true, with ``num.partitions``/``default.replication.factor``.
 Deviation: Kafka answers UNKNOWN_TOPIC_OR_PARTITION for an auto-created topic on the first
@@ -82,10 +84,14 @@ async def handle(ctx: RequestContext, request: object) -> object:
                     isr_nodes=reg.isr,
                     offline_replicas=tuple(r for r in reg.replicas if r not in live),
                 ))
+        if info is not None:
+            name = info.name
+        elif name is None and version < 12:
+            name = ""  # a v10-11 answer cannot carry a null name: Kafka answers "" with INVALID_REQUEST
         topics.append(build(
             m.MetadataResponseTopic,
             error_code=error,
-            name=info.name if info is not None else name,
+            name=name,
             topic_id=info.topic_id if info is not None else ZERO_UUID,
             is_internal=False,
             partitions=tuple(partitions),
