@@ -15,7 +15,6 @@ import time
 
 from kbroker.broker_lifecycle import BrokerLifecycleManager
 from kbroker.config import KafkaConfig
-from kbroker.connection import KafkaConnection
 from kbroker.dispatcher import Dispatcher
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
 from kbroker.groups.coordinator import GroupCoordinator
@@ -28,6 +27,7 @@ from kbroker.replication.forwarding_controller import ForwardingController
 from kbroker.replication.producer_ids import PRODUCER_ID_FILE, ControllerProducerIdManager, ProducerIdManager
 from kbroker.replication.replica_manager import ReplicaManager
 from kbroker.replication.replication_settings import ClusterLinks, ReplicationSettings
+from kbroker.socket_server import SocketServer, SocketServerSettings
 from kbroker.storage.log_cleaner import LogCleaner
 from kbroker.storage.log_manager import LogManager
 from kbroker.transactions.coordinator import TransactionCoordinator
@@ -99,7 +99,7 @@ class Broker:
         self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
             self.node_id, self.controller, self.transaction_coordinator, txn_clients)
         self.dispatcher = Dispatcher(self)
-        self.servers: list[asyncio.Server] = []
+        self.socket_servers: list[SocketServer] = []
         self.bound: list[tuple[str, str, int]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.log_cleaner: LogCleaner | None = None
@@ -119,9 +119,9 @@ class Broker:
 
     def broker_listeners(self) -> list[tuple[str, str, int]]:
         """The listeners clients and brokers use (a combined node's controller listener excluded)."""
-        names = {n.strip().upper() for n in (self.config.get("controller.listener.names") or "").split(",")}
         if not self.cluster_mode:
             return self.config.listeners
+        names = self.config.controller_listener_names
         return [listener for listener in self.config.listeners if listener[0] not in names]
 
     def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
@@ -149,15 +149,7 @@ class Broker:
         self.offset_store.consumer_group_records.clear()
         self.transaction_coordinator.load()  # finishes transactions a crash left mid-end
         loop = asyncio.get_running_loop()
-        max_request = self.config.get_int("socket.request.max.bytes")
-        for name, host, port in self.broker_listeners():
-            server = await loop.create_server(
-                lambda: KafkaConnection(self.dispatcher, max_request), host or None, port,
-                reuse_address=True, backlog=1024,
-            )
-            self.servers.append(server)
-            sock_port = server.sockets[0].getsockname()[1]
-            self.bound.append((name, host, sock_port))
+        self._open_listeners()
         if self.cluster_mode:
             await self._join_cluster()
         self.group_coordinator.start()
@@ -173,6 +165,20 @@ class Broker:
         flush_interval_ms = self.config.get_int("log.flush.scheduler.interval.ms")
         if flush_interval_ms < 2**63 - 1:
             self._tasks.append(loop.create_task(self._flush_loop(flush_interval_ms / 1000)))
+
+    def _open_listeners(self) -> None:
+        """A single node's controller listeners get a SocketServer of their own: Kafka counts
+        connections (max.connections, per ip) for its broker and its controller apart."""
+        settings = SocketServerSettings.from_config(self.config)
+        listeners = self.broker_listeners()
+        names = self.config.controller_listener_names
+        bound = {}
+        for group in ([lis for lis in listeners if lis[0] not in names], [lis for lis in listeners if lis[0] in names]):
+            if group:
+                server = SocketServer(self.dispatcher, settings, group)
+                self.socket_servers.append(server)
+                bound.update((name, (name, host, port)) for name, host, port in server.start())
+        self.bound = [bound[name] for name, _host, _port in listeners]
 
     async def _join_cluster(self) -> None:
         """Register with the controller, follow its metadata and replicate (cluster mode)."""
@@ -272,7 +278,7 @@ class Broker:
             await self.lifecycle.controlled_shutdown()  # leadership moves away while we still answer
             await self.replica_manager.stop()
             self.lifecycle.stop()
-        for server in self.servers:
+        for server in self.socket_servers:
             server.close()
         if self.log_cleaner is not None:
             self.log_cleaner.stop()  # a cleaning in its worker thread gives up at its next batch
@@ -282,10 +288,10 @@ class Broker:
         if self.marker_channel is not None:
             self.marker_channel.stop()
         self.consumer_coordinator.stop()
-        connections = list(self.dispatcher.connections)
+        connections = [conn for server in self.socket_servers for conn in server.connections]
         for conn in connections:
             conn.start_draining()
-        tasks = [c.task for c in connections if c.task is not None]
+        tasks = [c.in_flight for c in connections if c.in_flight is not None]
         if tasks:
             # A long-poll fetch may be waiting; give in-flight work a bounded time.
             await asyncio.wait(tasks, timeout=5)

@@ -19,6 +19,7 @@ from kbroker.config import ConfigError, KafkaConfig
 from kbroker.controller_node import ControllerNode
 from kbroker.meta_properties import init_log_dirs
 from kbroker.open_file_limit import raise_open_file_limit
+from kbroker.rate_limited_log import RateLimitedLogger, rate_limit_loop_errors
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +40,7 @@ async def _serve(config: KafkaConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    rate_limit_loop_errors(loop, RateLimitedLogger(logging.getLogger("asyncio")))
     controller: ControllerNode | None = None
     broker: Broker | None = None
     bound: list[tuple[str, str, int]] = []

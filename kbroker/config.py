@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kbroker.connection_quotas import parse_per_ip_overrides
 from kbroker.storage.log_config import ConfigSource, ConfigType
 
 
@@ -73,6 +74,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("log.message.timestamp.before.max.ms", _L, "9223372036854775807", False),
         ("log.message.timestamp.after.max.ms", _L, "3600000", False),
         ("socket.request.max.bytes", _I, "104857600"),
+        # kbroker/socket_server.py: connection limits and the request memory pool
+        ("max.connections", _I, "2147483647", False),
+        ("max.connections.per.ip", _I, "2147483647", False),
+        ("max.connections.per.ip.overrides", _S, "", False),
+        ("connections.max.idle.ms", _L, "600000"),
+        ("queued.max.request.bytes", _L, "-1"),
         ("min.insync.replicas", _I, "1", False),
         ("unclean.leader.election.enable", _B, "false", False),
         ("compression.type", _S, "producer", False),
@@ -214,7 +221,9 @@ class KafkaConfig:
             sources[key.strip()] = "--override"
         for key, value in values.items():
             _validate(key, value, sources[key])
-        return cls(values, sources)
+        config = cls(values, sources)
+        config._validate_socket_server()
+        return config
 
     def get(self, key: str) -> str | None:
         if key in self.explicit:
@@ -259,6 +268,10 @@ class KafkaConfig:
         return parse_listeners(raw, "advertised.listeners") if raw else self.listeners
 
     @property
+    def controller_listener_names(self) -> set[str]:
+        return {n.strip().upper() for n in (self.get("controller.listener.names") or "").split(",") if n.strip()}
+
+    @property
     def quorum_voters(self) -> list[tuple[int, str, int]]:
         """``controller.quorum.voters`` as (node id, host, port); empty outside cluster mode."""
         out = []
@@ -281,6 +294,20 @@ class KafkaConfig:
     @property
     def process_roles(self) -> set[str]:
         return {r.strip() for r in (self.get("process.roles") or "").split(",") if r.strip()}
+
+    def _validate_socket_server(self) -> None:
+        """Kafka's start-up checks across the socket server's keys."""
+        queued, request_max = self.get_int("queued.max.request.bytes"), self.get_int("socket.request.max.bytes")
+        if 0 < queued < request_max:
+            raise ConfigError(
+                f"queued.max.request.bytes ({queued}, from {self.sources['queued.max.request.bytes']}) must be "
+                f"larger or equal to socket.request.max.bytes ({request_max}) when it is positive"
+            )
+        if self.get_int("max.connections.per.ip") == 0 and not (self.get("max.connections.per.ip.overrides") or ""):
+            raise ConfigError(
+                f"max.connections.per.ip can be 0 (from {self.sources['max.connections.per.ip']}) only if "
+                "max.connections.per.ip.overrides is set"
+            )
 
     def ignored_keys(self) -> list[str]:
         return sorted(k for k in self.explicit if not BROKER_CONFIGS[k].implemented)
@@ -330,6 +357,15 @@ def _validate(key: str, value: str, source: str) -> None:
                     f"invalid value '{value}' for configuration key '{key}' (from {source}): "
                     "expected id@host:port,..."
                 )
+    if key in ("max.connections", "max.connections.per.ip") and int(value) < 0:
+        raise ConfigError(f"invalid value '{value}' for configuration key '{key}' (from {source}): expected >= 0")
+    if key == "max.connections.per.ip.overrides":
+        try:
+            parse_per_ip_overrides(value)
+        except ValueError as exc:
+            raise ConfigError(
+                f"invalid value '{value}' for configuration key '{key}' (from {source}): {exc}"
+            ) from None
     if key == "process.roles":
         roles = {r.strip() for r in value.split(",") if r.strip()}
         if not roles or roles - {"broker", "controller"}:

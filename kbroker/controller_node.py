@@ -17,7 +17,6 @@ import random
 import time
 
 from kbroker.config import KafkaConfig
-from kbroker.connection import KafkaConnection
 from kbroker.controller_handlers import CONTROLLER_HANDLERS
 from kbroker.dispatcher import Dispatcher
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -26,6 +25,7 @@ from kbroker.replication.metadata_image import METADATA_TOPIC, decode_batch
 from kbroker.replication.quorum_controller import ControllerSettings, QuorumController
 from kbroker.replication.raft import RaftConfig, RaftNode, RaftRole
 from kbroker.replication.raft_log import FileQuorumState, PartitionRaftLog
+from kbroker.socket_server import SocketServer, SocketServerSettings
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
 
@@ -56,7 +56,7 @@ class ControllerNode:
             broker_default=config.get,
         ), self._propose)
         self.dispatcher = Dispatcher(self, CONTROLLER_HANDLERS)
-        self.servers: list[asyncio.Server] = []
+        self.socket_server: SocketServer | None = None
         self.bound: list[tuple[str, str, int]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._committed_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -86,19 +86,13 @@ class ControllerNode:
     async def start(self) -> None:
         # Every entry is fsynced when appended; a torn tail after a crash is cut by the CRC scan.
         self.metadata_log.load(clean_shutdown=False)
-        names = {n.strip().upper() for n in (self.config.get("controller.listener.names") or "").split(",")}
         loop = asyncio.get_running_loop()
-        max_request = self.config.get_int("socket.request.max.bytes")
-        for name, host, port in self.config.listeners:
-            if name not in names:
-                continue
-            server = await loop.create_server(
-                lambda: KafkaConnection(self.dispatcher, max_request), host or None, port, reuse_address=True,
-            )
-            self.servers.append(server)
-            self.bound.append((name, host, server.sockets[0].getsockname()[1]))
-        if not self.servers:
+        names = self.config.controller_listener_names
+        listeners = [listener for listener in self.config.listeners if listener[0] in names]
+        if not listeners:
             raise RuntimeError("controller.listener.names names no listener in 'listeners'")
+        self.socket_server = SocketServer(self.dispatcher, SocketServerSettings.from_config(self.config), listeners)
+        self.bound = self.socket_server.start()
         self.quorum = QuorumDriver(self._new_raft, self.voters, self.bound[0][1] or None, self._on_quorum_change)
         self.quorum.start()
         self._tasks.append(loop.create_task(self._session_loop()))
@@ -190,11 +184,10 @@ class ControllerNode:
     async def stop(self) -> None:
         if self.quorum is not None:
             await self.quorum.stop()
-        for server in self.servers:
-            server.close()
+        if self.socket_server is not None:
+            self.socket_server.close()
+            for conn in list(self.socket_server.connections):
+                conn.close()
         for task in self._tasks:
             task.cancel()
-        for conn in list(self.dispatcher.connections):
-            if conn.transport is not None:
-                conn.transport.close()
         self.metadata_log.close()

@@ -4,7 +4,8 @@ Protocol errors are answered the way Kafka answers them: an ApiVersions request 
 we don't support gets an UNSUPPORTED_VERSION answer in v0 framing (so the client can retry
 lower); an unknown API key, any other unsupported version or a frame that cannot be decoded
 closes the connection. A handler failing unexpectedly is logged with the request's context
-and the connection is closed (the client reconnects and retries).
+and the connection is closed (the client reconnects and retries). These messages can repeat
+for every request, so they are rate-limited (RateLimitedLogger).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from kbroker.protocol.codec import (
     request_schema,
 )
 from kbroker.protocol.errors import ErrorCode
+from kbroker.rate_limited_log import RateLimitedLogger
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
-    from kbroker.connection import KafkaConnection
     from kbroker.controller_node import ControllerNode
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLogger(log)
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:
@@ -50,7 +52,6 @@ class Dispatcher:
     def __init__(self, broker: Broker | ControllerNode, handlers: Mapping[int, ModuleType] = HANDLERS) -> None:
         self.broker = broker
         self.handlers = handlers  # a controller node answers its own, smaller table
-        self.connections: set[KafkaConnection] = set()
 
     async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes | EncodedResponse | object | None:
         """The encoded response, NO_RESPONSE (acks=0), or None to close the connection."""
@@ -61,12 +62,12 @@ class Dispatcher:
             api_key, api_version, correlation_id = struct.unpack_from(">hhi", view, 0)
             handler = self.handlers.get(api_key)
             if handler is None:
-                log.info("closing %s: unknown API key %d", peer, api_key)
+                _limited.info("closing %s: unknown API key %d", peer, api_key)
                 return None
             if not handler.MIN_VERSION <= api_version <= handler.MAX_VERSION:
                 if api_key == API_VERSIONS_KEY:
                     return unsupported_api_versions_response(correlation_id)
-                log.info("closing %s: %s v%d is not supported", peer, handler.__name__, api_version)
+                _limited.info("closing %s: %s v%d is not supported", peer, handler.__name__, api_version)
                 return None
             schema = request_schema(api_key, api_version)
             assert schema is not None, f"handler advertises a version kio lacks: {api_key} v{api_version}"
@@ -76,15 +77,16 @@ class Dispatcher:
             else:
                 request = decode_request_body(schema, view, offset)
         except MalformedRequest as exc:
-            log.info("closing %s: malformed request: %s", peer, exc)
+            _limited.info("closing %s: malformed request: %s", peer, exc)
             return None
         context = RequestContext(self.broker, header, client_host)
         try:
             response = await handler.handle(context, request)
         except Exception:
-            log.exception(
-                "unexpected error handling %s v%d (correlation id %d) from %s (client id %r)",
+            _limited.log(
+                logging.ERROR, "unexpected error handling %s v%d (correlation id %d) from %s (client id %r)",
                 handler.__name__.rsplit(".", 1)[-1], api_version, correlation_id, peer, header.client_id,
+                exc_info=True,
             )
             return None
         if response is NO_RESPONSE or isinstance(response, EncodedResponse):

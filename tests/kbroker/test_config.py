@@ -61,3 +61,22 @@ def test_real_kafka_server_properties_keys_are_accepted():
 def test_properties_parser_handles_separators_and_continuations():
     parsed = parse_properties("a=1\nb : 2\nc 3\n! bang comment\nd=x\\\n   y\n")
     assert [(k, v) for _, k, v in parsed] == [("a", "1"), ("b", "2"), ("c", "3"), ("d", "xy")]
+
+
+def test_connection_limit_keys_have_kafkas_defaults_and_checks():
+    config = KafkaConfig.load()
+    assert config.get_int("max.connections") == config.get_int("max.connections.per.ip") == 2**31 - 1
+    assert config.get("max.connections.per.ip.overrides") == ""
+    assert config.get_int("connections.max.idle.ms") == 600_000
+    assert config.get_int("queued.max.request.bytes") == -1
+    assert "max.connections" not in config.ignored_keys()
+    KafkaConfig.load(None, ["max.connections.per.ip=0", "max.connections.per.ip.overrides=10.0.0.1:5,[::1]:2"])
+    KafkaConfig.load(None, ["queued.max.request.bytes=104857600"])
+    with pytest.raises(ConfigError, match=r"queued\.max\.request\.bytes .* socket\.request\.max\.bytes"):
+        KafkaConfig.load(None, ["queued.max.request.bytes=1000"])
+    with pytest.raises(ConfigError, match=r"max\.connections\.per\.ip can be 0 .* only if"):
+        KafkaConfig.load(None, ["max.connections.per.ip=0"])
+    with pytest.raises(ConfigError, match=r"per\.ip\.overrides' \(from --override\): expected host:count"):
+        KafkaConfig.load(None, ["max.connections.per.ip.overrides=10.0.0.1"])
+    with pytest.raises(ConfigError, match=r"'max\.connections' \(from --override\): expected >= 0"):
+        KafkaConfig.load(None, ["max.connections=-1"])

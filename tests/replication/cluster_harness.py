@@ -1,7 +1,7 @@
 """Brokers' replication data path over real sockets, with the test standing in for the controller.
 
 Each ``ReplicaNode`` is one broker's ReplicaManager (real PartitionLogs in a tmp dir) served by
-kbroker's own KafkaConnection and Dispatcher with the Produce, Fetch and OffsetForLeaderEpoch
+kbroker's own SocketServer and Dispatcher with the Produce, Fetch and OffsetForLeaderEpoch
 handlers on its own 127.0.0.x address; followers fetch through ReplicaFetcherManager and
 InterBrokerClient bound to that address. ``StandInController`` holds the partition
 registrations, answers AlterPartition as Kafka's controller does (leader epoch and partition
@@ -25,9 +25,9 @@ from kbroker.replication.replication_settings import ClusterLinks, ReplicationSe
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
 
-from kbroker.connection import KafkaConnection
 from kbroker.dispatcher import Dispatcher
 from kbroker.handlers import fetch, offset_for_leader_epoch, produce
+from kbroker.socket_server import SocketServer, SocketServerSettings
 
 MAX_REQUEST = 100 * 1024 * 1024
 
@@ -59,7 +59,7 @@ class ReplicaNode:
         self.dispatcher = Dispatcher(self, {  # type: ignore[arg-type]  # the handlers use .controller/.replica_manager
             produce.API_KEY: produce, fetch.API_KEY: fetch, offset_for_leader_epoch.API_KEY: offset_for_leader_epoch,
         })
-        self.server: asyncio.Server | None = None
+        self.server: SocketServer | None = None
 
     async def start(self, links: ClusterLinks, settings: ReplicationSettings) -> None:
         self.replica_manager.configure_cluster(links, settings)
@@ -67,19 +67,17 @@ class ReplicaNode:
         await self.listen()
 
     async def listen(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: KafkaConnection(self.dispatcher, MAX_REQUEST), self.host, self.port, reuse_address=True)
-        self.port = self.server.sockets[0].getsockname()[1]
+        settings = SocketServerSettings(socket_request_max_bytes=MAX_REQUEST)
+        self.server = SocketServer(self.dispatcher, settings, [("PLAINTEXT", self.host, self.port)])
+        [(_name, _host, self.port)] = self.server.start()
 
     async def stop_listening(self) -> None:
         """The broker's network goes away (its fetchers keep running)."""
         if self.server is not None:
             self.server.close()
-            for conn in list(self.dispatcher.connections):
+            for conn in list(self.server.connections):
                 if conn.transport is not None:
                     conn.transport.abort()
-            await self.server.wait_closed()
             self.server = None
 
     async def stop(self) -> None:
