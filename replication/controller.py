@@ -9,6 +9,7 @@ Errors are raised as KafkaError with the code and message Kafka gives.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -121,6 +122,7 @@ class Controller:
         self.default_replication_factor = default_replication_factor
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._creating_internal: dict[str, asyncio.Future[TopicInfo]] = {}
 
     # --- persistence ----------------------------------------------------------------------
 
@@ -200,11 +202,28 @@ class Controller:
         return info
 
     def create_internal_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None]) -> None:
-        """``__consumer_offsets`` / ``__transaction_state``, created by their coordinators on first use."""
+        """``__consumer_offsets`` / ``__transaction_state``, created by their coordinators on first
+        write if FindCoordinator (``prepare_internal_topic``) has not created them already."""
         info = self._register_topic(name, num_partitions, 1, configs)
         for index in range(num_partitions):
             self.replica_manager.make_leader(name, index, info.topic_id)
         log.info("created topic %s (%s) with %d partition(s)", name, info.topic_id, num_partitions)
+
+    async def prepare_internal_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None]) -> None:
+        """Create an internal topic sharing the event loop, if it does not exist (FindCoordinator
+        does this first; callers arriving meanwhile wait for the same creation)."""
+        creating = self._creating_internal.get(name)
+        if creating is not None:
+            await asyncio.shield(creating)
+            return
+        if name in self.topics:
+            return
+        creating = self._creating_internal[name] = asyncio.ensure_future(
+            self.create_topic(name, num_partitions, 1, configs))
+        try:
+            await asyncio.shield(creating)
+        finally:
+            self._creating_internal.pop(name, None)
 
     async def _create_replicas(self, info: TopicInfo, indexes: range) -> None:
         """Create the logs of ``indexes``, stopping if the topic is deleted meanwhile."""

@@ -110,6 +110,11 @@ class OffsetStore:
         if CONSUMER_OFFSETS_TOPIC not in self.controller.topics:
             self.controller.create_internal_topic(CONSUMER_OFFSETS_TOPIC, self.num_partitions, OFFSETS_TOPIC_CONFIGS)
 
+    async def prepare_topic(self) -> None:
+        """Single node: create ``__consumer_offsets`` sharing the event loop (FindCoordinator)."""
+        await self.controller.prepare_internal_topic(CONSUMER_OFFSETS_TOPIC, self.num_partitions,
+                                                     OFFSETS_TOPIC_CONFIGS)
+
     def load(self) -> None:
         """Replay every ``__consumer_offsets`` partition (single node, at start-up)."""
         info = self.controller.topics.get(CONSUMER_OFFSETS_TOPIC)

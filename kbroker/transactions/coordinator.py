@@ -183,6 +183,11 @@ class TransactionCoordinator:
                 TRANSACTION_STATE_TOPIC, self.num_partitions, TRANSACTION_STATE_TOPIC_CONFIGS
             )
 
+    async def prepare_topic(self) -> None:
+        """Single node: create ``__transaction_state`` sharing the event loop (FindCoordinator)."""
+        await self.controller.prepare_internal_topic(TRANSACTION_STATE_TOPIC, self.num_partitions,
+                                                     TRANSACTION_STATE_TOPIC_CONFIGS)
+
     def load(self) -> None:
         """Read every ``__transaction_state`` partition; finish transactions caught mid-end."""
         info = self.controller.topics.get(TRANSACTION_STATE_TOPIC)
