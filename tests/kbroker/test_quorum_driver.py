@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 from kbroker.protocol.errors import ErrorCode
-from kbroker.quorum_driver import QuorumDriver
 from kbroker.replication.metadata_image import METADATA_TOPIC
 from kbroker.replication.raft import RaftConfig, RaftNode, RaftRole
 from kbroker.replication.raft_log import FileQuorumState, PartitionRaftLog
@@ -20,6 +19,8 @@ from kbroker.storage import file_io
 from kbroker.storage.file_io import FailPoint, inject
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
+
+from kbroker.quorum_driver import QuorumDriver
 
 LATER_MS = 10**14  # far past every election timeout (now is ~1.8e12 ms)
 
