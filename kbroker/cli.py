@@ -1,4 +1,5 @@
-"""Command line: ``kbroker serve [--config server.properties] [--override key=value ...]``.
+"""Command line: ``kbroker serve [--config server.properties] [--override key=value ...]``, and
+``kbroker container`` (the image's entrypoint) and ``kbroker healthcheck`` (its HEALTHCHECK).
 
 Exit status 2 for a bad configuration (the message names the key and where it came from);
 SIGTERM/SIGINT shut down cleanly.
@@ -9,11 +10,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any
 
+from kbroker import container_entrypoint, healthcheck
 from kbroker.broker import Broker
 from kbroker.config import ConfigError, KafkaConfig
 from kbroker.controller_node import ControllerNode
@@ -32,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="set a config key (wins over the file); repeatable",
     )
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    commands.add_parser("container", help="run a node configured from KAFKA_* variables (the image's entrypoint)")
+    healthcheck.add_parser(commands)
     return parser
 
 
@@ -86,7 +91,19 @@ async def _started(start: Coroutine[Any, Any, None], stop: asyncio.Event) -> boo
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "healthcheck":
+        return healthcheck.main(args)
+    if args.command == "container":
+        try:
+            args = parser.parse_args(container_entrypoint.serve_argv(os.environ))
+        except ConfigError as exc:
+            print(f"kbroker: configuration error: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # the data volume is not writable by the image's user
+            print(f"kbroker: cannot start: {exc}", file=sys.stderr)
+            return 1
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
