@@ -54,8 +54,10 @@ def kafka_classpath(*, resolve: bool = True) -> str:
     return f"{jars.libs}{os.sep}*"
 
 
-def _apt_install(package: str) -> None:
+def apt_install(*packages: str) -> None:
+    """``apt-get install -y`` the Debian packages, updating the package lists once if needed."""
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    names = " ".join(packages)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         try:
@@ -72,17 +74,17 @@ def _apt_install(package: str) -> None:
                 f"apt-get {' '.join(args)} did not finish in {APT_TIMEOUT:.0f} s"
             ) from exc
 
-    if run("install", "-y", package).returncode == 0:
+    if run("install", "-y", *packages).returncode == 0:
         return
     update = run("update")  # the package lists may be missing or stale (fresh containers)
     if update.returncode != 0:
         raise DepsError(
             f"apt-get update failed:\n{(update.stdout + update.stderr).strip()[-2000:]}"
         )
-    install = run("install", "-y", package)
+    install = run("install", "-y", *packages)
     if install.returncode != 0:
         raise DepsError(
-            f"apt-get install -y {package} failed:\n"
+            f"apt-get install -y {names} failed:\n"
             f"{(install.stdout + install.stderr).strip()[-2000:]}"
         )
 
@@ -99,7 +101,7 @@ def ensure_kcat(*, quiet: bool = False) -> str:
         )
     if not quiet:
         print("compat.deps: installing kcat (apt-get) ...", flush=True)
-    _apt_install("kcat")
+    apt_install("kcat")
     found = shutil.which("kcat")
     if found is None:
         raise DepsError("apt-get installed kcat but it is still not on PATH")
