@@ -32,7 +32,7 @@ from pathlib import Path
 
 from kbroker.spark.maven import cache_dir
 
-from compat.container_engine import Engine, find_engine
+from compat.container_engine import Engine, ensure_podman, find_engine
 from compat.deps import KAFKA_VERSION, DepsError, kafka_jars
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ KAFKA_IMAGE = f"localhost/kbroker-compat-kafka:{KAFKA_VERSION}"
 KAFKA_IMAGE_CONTEXT = Path(__file__).resolve().with_name("kafka_image")
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# Paths dropped from the base after debootstrap: nothing in the images reads them.
+# Files dropped from the base after debootstrap (directories stay): nothing in the images reads them.
 TRIMMED = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/lib/apt/lists",
            "var/cache/apt/archives", "var/cache/debconf/templates.dat-old")
 DEBOOTSTRAP_TIMEOUT_S = 900.0
@@ -85,7 +85,8 @@ def debian_mirror() -> str:
 
 def _base_tarball() -> Path:
     """The cached root filesystem; its name changes with what goes into it."""
-    key = hashlib.sha256(f"{SUITE} minbase {','.join(BASE_PACKAGES)} {TRIMMED}".encode()).hexdigest()[:12]
+    recipe = f"{SUITE} minbase {','.join(BASE_PACKAGES)} files removed under {TRIMMED}"
+    key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     return cache_dir("container-base", "KBROKER_CONTAINER_CACHE") / f"{SUITE}-minbase-{key}.tar"
 
 
@@ -117,16 +118,22 @@ def _debootstrap(tarball: Path, *, quiet: bool) -> None:
         if done.returncode != 0:
             raise DepsError(f"debootstrap failed:\n{(done.stdout + done.stderr).strip()[-3000:]}")
         for relative in TRIMMED:
-            target = root / relative
-            if target.is_dir():
-                for child in target.iterdir():
-                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-            elif target.exists():
-                target.unlink()
+            _remove_files(root / relative)
         partial = tarball.with_suffix(".partial")
         with tarfile.open(partial, "w") as tar:
             tar.add(root, arcname=".")
         partial.replace(tarball)
+
+
+def _remove_files(top: Path) -> None:
+    """Every file under ``top``, keeping the directories: package scripts run later in image
+    builds expect them (openjdk's links its man page into /usr/share/man/man1)."""
+    if not top.is_dir():
+        top.unlink(missing_ok=True)
+        return
+    for directory, _dirs, files in os.walk(top):
+        for name in files:
+            os.unlink(os.path.join(directory, name))
 
 
 def _build(engine: Engine, context: Path, tag: str, build_args: dict[str, str]) -> Built:
@@ -179,6 +186,22 @@ def _link_or_copy(source: Path, target: Path) -> None:
 def image_size_mb(engine: Engine, image: str) -> float:
     size = engine.run("image", "inspect", "--format", "{{.Size}}", image).stdout.strip()
     return int(size) / 1e6
+
+
+def prepare(*, quiet: bool = False) -> str:
+    """The setup step (``compat.deps``): podman installed unless Docker answers, and the base image
+    made or imported from the cache. Returns a line saying what is ready; a machine where no
+    engine can run a container gets a warning (its container tests skip), not a failure."""
+    engine, why = find_engine()
+    if engine is None:
+        ensure_podman(quiet=quiet)
+        engine, why = find_engine()
+    if engine is None:
+        print(f"compat.deps: warning: no engine can run a container here, container tests will skip: {why}",
+              file=sys.stderr)
+        return "no container engine"
+    base = ensure_base_image(engine, quiet=quiet)
+    return f"{engine.name}, {base.image}" + (f" (made in {base.seconds:.0f} s)" if base.seconds else "")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 """Install the test suite's non-pip dependencies: Apache Kafka's jars, Spark's Kafka connector
-jars and kcat.
+jars, kcat, and a container engine with its base image (``compat.container_images``).
 
 ``python -m compat.deps`` resolves the pinned Kafka jars listed in ``kafka-jars.pom.xml`` with
 Maven into a cache directory (``~/.cache/kbroker/kafka-4.3.1/libs``, or ``$KBROKER_KAFKA_LIBS``),
@@ -115,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-jars", action="store_true", help="do not resolve the Kafka jars")
     parser.add_argument("--skip-spark", action="store_true", help="do not resolve the Spark connector jars")
     parser.add_argument("--skip-kcat", action="store_true", help="do not check for or install kcat")
+    parser.add_argument("--skip-containers", action="store_true",
+                        help="do not install podman or make the container base image")
     args = parser.parse_args(argv)
     try:
         if not args.skip_jars:
@@ -134,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"compat.deps: Spark Kafka connector jars ready: {connector_jars().ensure()}")
         if not args.skip_kcat:
             print(f"compat.deps: kcat ready: {ensure_kcat()}")
+        if not args.skip_containers:
+            from compat.container_images import prepare  # imports this module
+
+            print(f"compat.deps: container engine ready: {prepare()}")
     except DepsError as exc:
         print(f"compat.deps: error: {exc}", file=sys.stderr)
         return 1

@@ -6,9 +6,11 @@ formatted with ``kafka.tools.StorageTool format`` and the node is started with
 ``java -cp <libs>/* kafka.Kafka server.properties``. ``DockerKafkaTarget`` runs the same
 broker from the ``apache/kafka`` image through testcontainers, and is chosen automatically
 when a Docker engine answers (``COMPAT_KAFKA=maven|docker`` forces one); CI has no Docker and
-uses the Maven path. ``KbrokerTarget`` runs ``python -m kbroker serve`` with the same
-``server.properties`` (kbroker accepts Kafka's keys and lists the ones it does not act on);
-only ports, directories and one Kafka test knob (``KAFKA_ONLY_SETTINGS``) differ.
+uses the Maven path, and ``tests/containers`` runs this one against a local image with the same
+layout built from the Maven jars (``compat.container_images``) under podman. ``KbrokerTarget``
+runs ``python -m kbroker serve`` with the same ``server.properties`` (kbroker accepts Kafka's
+keys and lists the ones it does not act on); only ports, directories and one Kafka test knob
+(``KAFKA_ONLY_SETTINGS``) differ.
 
 Every target has ``start()``, ``stop()`` (SIGTERM, clean), ``kill()`` (SIGKILL, crash),
 ``restart()`` (start again on the same port and data), ``close()`` and ``bootstrap``
@@ -28,6 +30,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from compat.deps import kafka_classpath
 
@@ -286,11 +289,16 @@ class DockerKafkaTarget(Target):
 
     name = "kafka"
 
-    def __init__(self, workdir: Path, extra: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, extra: dict[str, str] | None = None, image: str | None = None,
+                 docker_client_kw: dict[str, Any] | None = None) -> None:
         super().__init__(workdir)
         self.controller_port = free_port()
         self.properties = self.workdir / "server.properties"
         self.log = self.workdir / "container.log"
+        # COMPAT_KAFKA_IMAGE: an image with the apache/kafka layout built elsewhere, e.g. the one
+        # compat.container_images makes from the Maven jars where no registry is reachable.
+        self.image = image or os.environ.get("COMPAT_KAFKA_IMAGE", KAFKA_IMAGE)
+        self.docker_client_kw = docker_client_kw
         settings = {**KAFKA_ONLY_SETTINGS, **(extra or {})}
         self.properties.write_text(
             server_properties(self.port, self.controller_port, "/tmp/kraft-combined-logs", settings)
@@ -303,8 +311,8 @@ class DockerKafkaTarget(Target):
         if self.container is None:
             from testcontainers.core.container import DockerContainer  # optional dependency
 
-            container = DockerContainer(KAFKA_IMAGE)
-            container.with_bind_ports(self.port, (HOST, self.port))
+            container = DockerContainer(self.image, docker_client_kw=self.docker_client_kw)
+            container.ports[f"{self.port}/tcp"] = (HOST, self.port)  # published on loopback only
             container.with_volume_mapping(str(self.properties), "/mnt/shared/config/server.properties")
             container.with_command(
                 "bash -c 'id=$(/opt/kafka/bin/kafka-storage.sh random-uuid) && "

@@ -79,7 +79,7 @@ class KbrokerContainer(DockerContainer):
             self.with_env(kafka_variable(key), str(value).lower() if isinstance(value, bool) else str(value))
         self.ready = KbrokerReady(Probe(self.host, self.port, "broker", node_id))
         if publish:
-            self.with_bind_ports(self.port, self.port)
+            publish_port(self, self.port)
         if wait:
             self.waiting_for(self.ready)
 
@@ -90,6 +90,12 @@ class KbrokerContainer(DockerContainer):
     def get_bootstrap_server(self) -> str:
         """The name testcontainers' own KafkaContainer uses for the same thing."""
         return self.bootstrap_servers
+
+
+def publish_port(container: DockerContainer, port: int) -> None:
+    """Publish ``port`` as the same port on the host: on loopback only when the engine is local."""
+    host = container.get_docker_client().host()
+    container.ports[f"{port}/tcp"] = ("127.0.0.1", port) if host in ("localhost", "127.0.0.1") else port
 
 
 def kafka_variable(key: str) -> str:
@@ -118,7 +124,7 @@ class KbrokerCluster:
         self.brokers: list[KbrokerContainer] = []
         for node_id in range(1, brokers + 1):
             port = _free_port()
-            self.controller.with_bind_ports(port, port)
+            publish_port(self.controller, port)
             # Published by the controller, whose network namespace it joins.
             self.brokers.append(KbrokerContainer(image, {**common, "process.roles": "broker"}, port, node_id,
                                                  publish=False, wait=False, **kwargs))
