@@ -9,17 +9,17 @@ through the ``pytest11`` entry point) offers them as the fixtures ``kbroker`` an
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from kbroker.testing.local import LocalBroker, LocalCluster, kafka_broker, kafka_cluster
-
-__all__ = ["KbrokerCluster", "KbrokerContainer", "LocalBroker", "LocalCluster", "kafka_broker", "kafka_cluster"]
+# Names resolved on first use: pytest loads the plugin (a submodule) before its other plugins, and
+# importing kio then would import hypothesis too early; testcontainers is optional.
+_HOMES = {"LocalBroker": "local", "LocalCluster": "local", "kafka_broker": "local", "kafka_cluster": "local",
+          "KbrokerContainer": "containers", "KbrokerCluster": "containers"}
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:
-    # testcontainers is optional: imported only when its classes are asked for.
-    if name in ("KbrokerContainer", "KbrokerCluster"):
-        from kbroker.testing import containers
-
-        return getattr(containers, name)
-    raise AttributeError(name)
+    if name not in _HOMES:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(f"kbroker.testing.{_HOMES[name]}"), name)

@@ -66,6 +66,18 @@ def broker_settings(overrides: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def metadata(host: str, port: int, topics: list[str] | None, timeout: float = 5.0,
+             allow_auto_topic_creation: bool = False) -> Any:
+    """A Metadata v12 answer from the broker at ``host:port`` itself, whatever it advertises
+    (``topics`` None: all topics)."""
+    request = metadata_v12.MetadataRequest(
+        topics=None if topics is None else tuple(metadata_v12.MetadataRequestTopic(topic_id=None, name=t)
+                                                 for t in topics),
+        allow_auto_topic_creation=allow_auto_topic_creation, include_topic_authorized_operations=False)
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        return call(sock, METADATA, 12, request, time.monotonic() + timeout)
+
+
 class LocalBroker:
     """One kbroker node process (see the module docstring); ``bootstrap_servers`` is "host:port"."""
 
@@ -157,12 +169,7 @@ class LocalBroker:
 
     def metadata(self, topics: list[str] | None, timeout: float = 5.0) -> Any:
         """A Metadata v12 answer from this node (``topics`` None: all topics)."""
-        request = metadata_v12.MetadataRequest(
-            topics=None if topics is None else tuple(
-                metadata_v12.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
-            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-        with socket.create_connection((HOST, self.port), timeout=timeout) as sock:
-            return call(sock, METADATA, 12, request, time.monotonic() + timeout)
+        return metadata(HOST, self.port, topics, timeout)
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = -1,
                      config: Mapping[str, Any] | None = None, timeout: float = 30.0) -> None:

@@ -8,11 +8,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kbroker.testing.local import LocalBroker, LocalCluster, kafka_broker, kafka_cluster
+if TYPE_CHECKING:
+    from kbroker.testing.local import LocalBroker, LocalCluster
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -28,6 +29,8 @@ def _marked_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
 @pytest.fixture
 def kbroker(request: pytest.FixtureRequest) -> Iterator[LocalBroker]:
     """A single kbroker node ready for clients; ``kbroker.bootstrap_servers`` is "host:port"."""
+    from kbroker.testing.local import kafka_broker  # not at plugin load: kio imports hypothesis early
+
     with kafka_broker(**_marked_settings(request)) as broker:
         yield broker
 
@@ -35,6 +38,8 @@ def kbroker(request: pytest.FixtureRequest) -> Iterator[LocalBroker]:
 @pytest.fixture
 def kbroker_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
     """A replicated kbroker cluster (a controller and three brokers) ready for clients."""
+    from kbroker.testing.local import kafka_cluster
+
     settings = _marked_settings(request)
     with kafka_cluster(settings.pop("brokers", 3), **settings) as cluster:
         yield cluster
