@@ -61,7 +61,7 @@ class ContainerNode:
         self.engine.run("rm", "-f", self.name, check=False)
 
     def state(self, field: str) -> str:
-        return self.engine.run("inspect", "--format", "{{.State.%s}}" % field, self.name).stdout.strip()
+        return self.engine.run("inspect", "--format", "{{.State." + field + "}}", self.name).stdout.strip()
 
     def running(self) -> bool:
         return self.state("Running") == "true"
