@@ -299,6 +299,7 @@ class DockerKafkaTarget(Target):
         # compat.container_images makes from the Maven jars where no registry is reachable.
         self.image = image or os.environ.get("COMPAT_KAFKA_IMAGE", KAFKA_IMAGE)
         self.docker_client_kw = docker_client_kw
+        self.cluster_id = random_cluster_id()
         settings = {**KAFKA_ONLY_SETTINGS, **(extra or {})}
         self.properties.write_text(
             server_properties(self.port, self.controller_port, "/tmp/kraft-combined-logs", settings)
@@ -314,11 +315,12 @@ class DockerKafkaTarget(Target):
             container = DockerContainer(self.image, docker_client_kw=self.docker_client_kw)
             container.ports[f"{self.port}/tcp"] = (HOST, self.port)  # published on loopback only
             container.with_volume_mapping(str(self.properties), "/mnt/shared/config/server.properties")
+            # One cluster id for the container's life: a restart formats again with it, which
+            # --ignore-formatted accepts (a new id is refused: "Invalid cluster.id").
             container.with_command(
-                "bash -c 'id=$(/opt/kafka/bin/kafka-storage.sh random-uuid) && "
-                "/opt/kafka/bin/kafka-storage.sh format -t $id -c /mnt/shared/config/server.properties "
-                "--ignore-formatted && exec /opt/kafka/bin/kafka-server-start.sh "
-                "/mnt/shared/config/server.properties'"
+                f"bash -c '/opt/kafka/bin/kafka-storage.sh format -t {self.cluster_id} "
+                "-c /mnt/shared/config/server.properties --ignore-formatted && "
+                "exec /opt/kafka/bin/kafka-server-start.sh /mnt/shared/config/server.properties'"
             )
             self.container = container.start()
         else:
