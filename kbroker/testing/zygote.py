@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from typing import IO, Any
 
 
@@ -139,7 +140,7 @@ class Zygote:
         with self._changed:  # the template is gone: wake every waiter
             self._changed.notify_all()
 
-    def _wait(self, condition: Any, timeout: float, what: str) -> None:
+    def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         with self._changed:
             if not self._changed.wait_for(lambda: condition() or self.proc.poll() is not None, timeout):
                 raise TimeoutError(f"kbroker test template: no {what} within {timeout:.0f} s")
