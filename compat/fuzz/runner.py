@@ -7,7 +7,8 @@ connections. A worker keeps its connection while the broker answers and opens a 
 a close, a timeout, a frame whose size prefix disagrees with its length, or when the case asks
 for a fresh one. Topic ids in a frame are swapped for the target's own before sending. An acks=0
 Produce is followed by an ApiVersions probe on the same connection: the probe's answer says the
-broker is done with the produce. How long a case may take: ``hang_timeout_s``, plus the wait the
+broker is done with the produce (an answer to the produce itself is a bad answer: the protocol
+says none comes). How long a case may take: ``hang_timeout_s``, plus the wait the
 request itself asks for (a Fetch's max wait up to ``HONOURED_WAIT_S``); a request that asks to
 wait longer, or a JoinGroup/SyncGroup (which wait for other members), is "parked" rather than
 hung when it times out. After a hang the broker is probed at once; if it does not answer, the
@@ -294,11 +295,15 @@ class Runner:
         self.case_by_port[conn.port] = case.index
         whole = declared == len(frame)
         seen = frame[:declared] if 0 <= declared <= len(frame) else None  # the frame the broker reads
-        acks_zero = whole and _acks_zero(frame)
-        wire = struct.pack(">i", declared) + frame + (PROBE if acks_zero else b"")
+        acks_zero = seen is not None and _acks_zero(seen)
+        # The probe says when an acks=0 Produce is done; after a short size prefix it would land
+        # inside the bytes the broker takes for the next frame, so none is sent then.
+        wire = struct.pack(">i", declared) + frame + (PROBE if acks_zero and whole else b"")
         conn.writer.write(wire)
         if seen is None:
             return await self._play_bad_size(case.index, declared, conn), [], False
+        if acks_zero and not whole:
+            return await self._play_unprobed_acks_zero(case, seen, conn), [], False
         api_key, api_version, correlation_id = (struct.unpack_from(">hhi", seen, 0) if len(seen) >= 8
                                                 else (case.api_key, case.api_version, None))  # fmt: skip
         wait = _declared_wait_s(api_key, seen)
@@ -312,12 +317,14 @@ class Runner:
             if parked_on_timeout:
                 return self._after_silence(case.index, PARKED), [], False
             return await self._after_hang(case.index), [], False
+        if len(answer) < 4:
+            return self._bad_answer(case, "an answer shorter than a response header", answer), [], False
         (answered_id,) = struct.unpack_from(">i", answer, 0)
         if acks_zero and answered_id == PROBE_CORRELATION_ID:
-            request = decode_request(frame)
-            if request is not None:
-                self.effects.note_unanswered_produce(request, self.names_by_id)
+            self._note_unanswered_produce(seen)
             return SILENT, [], True
+        if acks_zero:
+            return self._bad_answer(case, "an answer to an acks=0 Produce", answer), [], False
         if answered_id != correlation_id:
             return self._bad_answer(case, f"correlation id {answered_id}, expected {correlation_id}", answer), [], False
         try:
@@ -326,13 +333,25 @@ class Runner:
             return self._bad_answer(case, f"not a response to API {api_key} v{api_version}: {exc}", answer), [], False
         if api_key in EFFECT_APIS:
             self._note_effects(api_key, api_version, seen, answer)
-        keep = whole
-        if acks_zero:  # the probe's answer is still on its way
-            try:
-                await asyncio.wait_for(control.read_frame(conn.reader), self.settings.hang_timeout_s)
-            except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
-                keep = False
-        return (ERROR if any(codes) else OK), codes, keep
+        return (ERROR if any(codes) else OK), codes, whole
+
+    async def _play_unprobed_acks_zero(self, case: Case, seen: bytes, conn: Connection) -> str | None:
+        """An acks=0 Produce followed by bytes of a next frame: nothing is due; a close is seen
+        within the short wait for incomplete frames, else the case is silent (not confirmed)."""
+        self._note_unanswered_produce(seen)
+        try:
+            data = await asyncio.wait_for(conn.reader.read(65536), self.settings.incomplete_wait_s)
+        except ConnectionError:
+            data = b""
+        except TimeoutError:
+            return SILENT
+        return self._bad_answer(case, "an answer to an acks=0 Produce", data) if data else \
+            self._after_silence(case.index, CLOSED)  # fmt: skip
+
+    def _note_unanswered_produce(self, seen: bytes) -> None:
+        request = decode_request(seen)
+        if request is not None:
+            self.effects.note_unanswered_produce(request, self.names_by_id)
 
     def _note_effects(self, api_key: int, api_version: int, seen: bytes, answer: bytes) -> None:
         try:
