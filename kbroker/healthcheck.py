@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.describe_quorum.v1 import request as describe_quorum_v1
@@ -60,7 +61,7 @@ def check_ready(probe: Probe, timeout: float = DEFAULT_TIMEOUT_S) -> str:
     deadline = time.monotonic() + timeout
     try:
         with socket.create_connection((probe.host, probe.port), timeout=timeout) as sock:
-            versions = _call(sock, API_VERSIONS, 3, api_versions_v3.ApiVersionsRequest(
+            versions = call(sock, API_VERSIONS, 3, api_versions_v3.ApiVersionsRequest(
                 client_software_name=CLIENT_ID, client_software_version="1"), deadline)
             if versions.error_code != 0:
                 raise NotReady(f"ApiVersions answered error {versions.error_code}")
@@ -72,7 +73,7 @@ def check_ready(probe: Probe, timeout: float = DEFAULT_TIMEOUT_S) -> str:
 
 
 def _broker_ready(sock: socket.socket, probe: Probe, deadline: float) -> str:
-    answer = _call(sock, METADATA, 12, metadata_v12.MetadataRequest(
+    answer = call(sock, METADATA, 12, metadata_v12.MetadataRequest(
         topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False), deadline)
     brokers = sorted(int(b.node_id) for b in answer.brokers)
     if probe.node_id is not None and probe.node_id not in brokers:
@@ -87,7 +88,7 @@ def _broker_ready(sock: socket.socket, probe: Probe, deadline: float) -> str:
 def _quorum_ready(sock: socket.socket, probe: Probe, deadline: float) -> str:
     request = describe_quorum_v1.DescribeQuorumRequest(topics=(describe_quorum_v1.TopicData(
         topic_name=METADATA_TOPIC, partitions=(describe_quorum_v1.PartitionData(partition_index=0),)),))
-    answer = _call(sock, DESCRIBE_QUORUM, 1, request, deadline)
+    answer = call(sock, DESCRIBE_QUORUM, 1, request, deadline)
     if answer.error_code != 0:
         raise NotReady(f"DescribeQuorum answered error {answer.error_code}")
     partition = answer.topics[0].partitions[0]
@@ -96,17 +97,18 @@ def _quorum_ready(sock: socket.socket, probe: Probe, deadline: float) -> str:
     return f"ready: quorum leader {partition.leader_id}, epoch {partition.leader_epoch}"
 
 
-def _call(sock: socket.socket, api_key: int, version: int, body: object, deadline: float) -> object:
+def call(sock: socket.socket, api_key: int, version: int, body: object, deadline: float) -> Any:
+    """One request and its decoded answer on a blocking socket, by ``deadline`` (monotonic)."""
     correlation_id = next(_correlation_ids)
     sock.sendall(encode_request(api_key, version, correlation_id, CLIENT_ID, body))
-    (size,) = _INT32.unpack(_read(sock, 4, deadline))
-    answered_id, value = decode_response(api_key, version, _read(sock, size, deadline))
+    (size,) = _INT32.unpack(read_exact(sock, 4, deadline))
+    answered_id, value = decode_response(api_key, version, read_exact(sock, size, deadline))
     if answered_id != correlation_id:
         raise NotReady(f"answer to correlation id {answered_id}, expected {correlation_id}")
     return value
 
 
-def _read(sock: socket.socket, size: int, deadline: float) -> bytes:
+def read_exact(sock: socket.socket, size: int, deadline: float) -> bytes:
     out = bytearray()
     while len(out) < size:
         remaining = deadline - time.monotonic()
