@@ -58,10 +58,10 @@ class ContainerNode:
         self.engine.run("kill", self.name)
 
     def remove(self) -> None:
-        """Gone at once (SIGKILL): clean stops are tested on their own, and a broker whose
-        controller was removed first would wait out the stop timeout."""
+        """Gone at once (SIGKILL), with its anonymous volume: clean stops are tested on their own,
+        and a broker whose controller was removed first would wait out the stop timeout."""
         immediately = ["-t", "0"] if self.engine.name == "podman" else []  # docker rm -f kills anyway
-        self.engine.run("rm", "-f", *immediately, self.name, check=False)
+        self.engine.run("rm", "-f", "-v", *immediately, self.name, check=False)
 
     def state(self, field: str) -> str:
         return self.engine.run("inspect", "--format", "{{.State." + field + "}}", self.name).stdout.strip()
