@@ -61,6 +61,7 @@ class ApiTally:
     frames: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     error_codes: Counter[int] = field(default_factory=Counter)
+    slowest_s: float = 0.0  # the longest a broker took to answer
 
 
 @dataclass
@@ -111,11 +112,15 @@ class TargetRun:
                 when = time.strftime("%H:%M:%S")
                 self.incidents.append(f"{when} case {index} {api_name(api_key)} {outcome} {context}".rstrip())
 
+    def note_latency(self, api_key: int, seconds: float) -> None:
+        api = self.apis.setdefault(api_key, ApiTally())
+        api.slowest_s = max(api.slowest_s, seconds)
+
     def save(self, path: Path) -> None:
         # asdict() would rebuild each Counter from its (key, count) pairs, counting the pairs.
         raw = {f.name: getattr(self, f.name) for f in fields(self)}
-        raw["apis"] = {k: {"frames": a.frames, "outcomes": dict(a.outcomes), "error_codes": dict(a.error_codes)}
-                       for k, a in self.apis.items()}  # fmt: skip
+        raw["apis"] = {k: {"frames": a.frames, "outcomes": dict(a.outcomes), "error_codes": dict(a.error_codes),
+                           "slowest_s": a.slowest_s} for k, a in self.apis.items()}  # fmt: skip
         raw["operators"] = {k: dict(v) for k, v in self.operators.items()}
         path.write_text(json.dumps(raw, indent=1, sort_keys=True))
 
@@ -124,7 +129,7 @@ class TargetRun:
         raw = json.loads(path.read_text())
         run = cls(**{k: v for k, v in raw.items() if k not in ("apis", "operators")})
         run.apis = {int(k): ApiTally(v["frames"], Counter(v["outcomes"]), Counter({int(c): n for c, n in
-                    v["error_codes"].items()})) for k, v in raw["apis"].items()}  # fmt: skip
+                    v["error_codes"].items()}), v["slowest_s"]) for k, v in raw["apis"].items()}  # fmt: skip
         run.operators = {k: Counter(v) for k, v in raw["operators"].items()}
         run.sources = Counter(run.sources)
         run.explained_log = Counter(run.explained_log)
@@ -183,17 +188,19 @@ def render(runs: list[TargetRun], command: str) -> str:
         f"Seed {runs[0].seed}; settings: `{json.dumps(runs[0].settings, sort_keys=True)}`. Outcomes are defined in "
         "`compat/fuzz/report.py`; each cell is " + " / ".join(names) + ".",
         "",
-        "| API | key | frames | ok | error | silent | closed | incomplete | parked | hang | crash | bad answer |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| API | key | frames | ok | error | silent | closed | incomplete | parked | hang | crash | bad answer | "
+        "slowest answer (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     keys = sorted(set().union(*(r.apis for r in runs)))
     for key in keys:
         tallies = [r.apis.get(key, ApiTally()) for r in runs]
         cells = [_cell([t.frames for t in tallies])] + [_cell([t.outcomes[o] for t in tallies]) for o in OUTCOMES]
+        cells.append(" / ".join(f"{t.slowest_s:.1f}" for t in tallies))
         lines.append(f"| {api_name(key)} | {key} | " + " | ".join(cells) + " |")
     totals = [sum((t.outcomes for t in r.apis.values()), Counter()) for r in runs]
     lines.append("| **all** | | " + " | ".join(
-        [_cell([r.frames for r in runs])] + [_cell([t[o] for t in totals]) for o in OUTCOMES]) + " |")  # fmt: skip
+        [_cell([r.frames for r in runs])] + [_cell([t[o] for t in totals]) for o in OUTCOMES]) + " | |")  # fmt: skip
     lines += ["", "Commonest error codes in answers (count of answers carrying each):", "",
               "| API | " + " | ".join(names) + " |", "|---|" + "---|" * len(runs)]  # fmt: skip
     for key in keys:

@@ -8,10 +8,11 @@ a close, a timeout, a frame whose size prefix disagrees with its length, or when
 for a fresh one. Topic ids in a frame are swapped for the target's own before sending. An acks=0
 Produce is followed by an ApiVersions probe on the same connection: the probe's answer says the
 broker is done with the produce (an answer to the produce itself is a bad answer: the protocol
-says none comes). How long a case may take: ``hang_timeout_s``, plus the wait the
-request itself asks for (a Fetch's max wait up to ``HONOURED_WAIT_S``); a request that asks to
-wait longer, or a JoinGroup/SyncGroup (which wait for other members), is "parked" rather than
-hung when it times out. After a hang the broker is probed at once; if it does not answer, the
+says none comes). How long a case may take: ``hang_timeout_s``, plus the time the request
+itself gives the broker (a Fetch's max wait, the timeout of Produce and of the admin requests),
+up to ``HONOURED_WAIT_S``; a request that gives more, or a JoinGroup/SyncGroup (which wait for
+other members), is "parked" rather than hung when it times out. The slowest answer per API is
+kept. After a hang the broker is probed at once; if it does not answer, the
 batch stops.
 
 After each batch (``batch`` cases): the process must be alive; Metadata must be answered on a
@@ -41,12 +42,13 @@ from compat.fuzz.report import BAD_ANSWER, CLOSED, CRASH, ERROR, HANG, INCOMPLET
 from compat.fuzz.responses import Effects, answer_codes, decode_answer, decode_request
 from compat.targets import KafkaTarget, KbrokerTarget, tail
 
-PRODUCE, FETCH, JOIN_GROUP, SYNC_GROUP = 0, 1, 11, 14
+PRODUCE, JOIN_GROUP, SYNC_GROUP = 0, 11, 14
 WAITING_FOR_MEMBERS = frozenset({JOIN_GROUP, SYNC_GROUP})
+WAIT_FIELDS = ("max_wait", "timeout")  # Fetch; Produce, CreateTopics, DeleteTopics, CreatePartitions, ...
 # APIs whose answers say what an accepted request may change on disk (responses.Effects).
 EFFECT_APIS = frozenset({0, 19, 20, 21, 24, 27, 33, 37, 44})
 REQUEST_DECODED_FOR_EFFECTS = frozenset({0, 19, 33, 37, 44})  # validate_only / transactional_id
-HONOURED_WAIT_S = 10.0
+HONOURED_WAIT_S = 60.0
 PROBE_CORRELATION_ID = 0x7FFF_FF00
 _PROBE_FRAME = struct.pack(">hhih", 18, 0, PROBE_CORRELATION_ID, 2) + b"fz"  # ApiVersions v0, client id "fz"
 PROBE = struct.pack(">i", len(_PROBE_FRAME)) + _PROBE_FRAME
@@ -94,16 +96,16 @@ class Connection:
 
 
 def _declared_wait_s(api_key: int, seen: bytes) -> float | None:
-    """How long the request asks the broker to wait (None: for other members, unbounded by it)."""
+    """How long the request lets the broker take (None: it waits for other members, unbounded
+    by the request): a Fetch's max wait, the timeout of Produce and of the admin requests."""
     if api_key in WAITING_FOR_MEMBERS:
         return None
-    if api_key != FETCH:
-        return 0.0
     try:
-        spans = walk(seen, trailing_ok=True).named("max_wait")
+        layout = walk(seen, trailing_ok=True)
     except LayoutError:
         return 0.0
-    return max(spans[0].value, 0) / 1000 if spans else 0.0
+    waits = [span.value for name in WAIT_FIELDS for span in layout.named(name)]
+    return max(max(waits), 0) / 1000 if waits else 0.0
 
 
 def _acks_zero(seen: bytes) -> bool:
@@ -309,6 +311,7 @@ class Runner:
         wait = _declared_wait_s(api_key, seen)
         parked_on_timeout = wait is None or wait > HONOURED_WAIT_S
         deadline = self.settings.hang_timeout_s + (0.0 if parked_on_timeout or wait is None else wait)
+        sent_at = time.monotonic()
         try:
             answer = await asyncio.wait_for(control.read_frame(conn.reader), deadline)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -317,6 +320,7 @@ class Runner:
             if parked_on_timeout:
                 return self._after_silence(case.index, PARKED), [], False
             return await self._after_hang(case.index), [], False
+        self.result.note_latency(case.api_key, time.monotonic() - sent_at)
         if len(answer) < 4:
             return self._bad_answer(case, "an answer shorter than a response header", answer), [], False
         (answered_id,) = struct.unpack_from(">i", answer, 0)

@@ -209,3 +209,6 @@ def test_report_round_trip(tmp_path: Path) -> None:
     assert loaded.problems() == ["Produce: 1 hang (cases [2])"]
     text = render([loaded, loaded], "cmd")
     assert "| Produce | 0 | 2 / 2 | 1 / 1 |" in text
+    run.note_latency(0, 1.5)
+    run.save(tmp_path / "kbroker.json")
+    assert TargetRun.load(tmp_path / "kbroker.json").apis[0].slowest_s == 1.5
