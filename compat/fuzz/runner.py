@@ -95,7 +95,7 @@ class Connection:
         self.writer.close()
 
 
-def _declared_wait_s(api_key: int, seen: bytes) -> float | None:
+def declared_wait_s(api_key: int, seen: bytes) -> float | None:
     """How long the request lets the broker take (None: it waits for other members, unbounded
     by the request): a Fetch's max wait, the timeout of Produce and of the admin requests."""
     if api_key in WAITING_FOR_MEMBERS:
@@ -308,7 +308,7 @@ class Runner:
             return await self._play_unprobed_acks_zero(case, seen, conn), [], False
         api_key, api_version, correlation_id = (struct.unpack_from(">hhi", seen, 0) if len(seen) >= 8
                                                 else (case.api_key, case.api_version, None))  # fmt: skip
-        wait = _declared_wait_s(api_key, seen)
+        wait = declared_wait_s(api_key, seen)
         parked_on_timeout = wait is None or wait > HONOURED_WAIT_S
         deadline = self.settings.hang_timeout_s + (0.0 if parked_on_timeout or wait is None else wait)
         sent_at = time.monotonic()

@@ -30,6 +30,7 @@ from compat.fuzz.layout import COUNT, LENGTH, RECORDS, walk
 from compat.fuzz.mutators import Limits, fix_crc, mutate, op_batch, partition_counts_allowed
 from compat.fuzz.report import CLOSED, HANG, OK, TargetRun, render
 from compat.fuzz.responses import Effects, answer_codes
+from compat.fuzz.runner import declared_wait_s
 
 
 def test_generated_frames_follow_their_schema() -> None:
@@ -135,6 +136,17 @@ def test_partition_counts_left_out() -> None:
     for _ in range(500):
         m = mutate(frame, walk(frame), rng, Limits(max_partitions=1000))
         assert partition_counts_allowed(m.frame[: max(m.declared, 0)], Limits(max_partitions=1000))
+
+
+def test_the_time_a_request_gives_the_broker() -> None:
+    """What a case may take before it is a hang: the request's own timeout (admin, Produce) or
+    max wait (Fetch); JoinGroup and SyncGroup wait for other members, unbounded by the request."""
+    assert declared_wait_s(19, _create_topics(3)) == 1.0
+    generator = RequestGenerator(random.Random(2), {})
+    assert declared_wait_s(11, generator.frame(11, 5)) is None
+    fetch = generator.frame(1, 12)
+    assert declared_wait_s(1, fetch) == walk(fetch).named("max_wait")[0].value / 1000
+    assert declared_wait_s(3, generator.frame(3, 12)) == 0.0
 
 
 def test_length_and_count_mutations_hit_their_fields() -> None:
