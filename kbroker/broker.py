@@ -1,17 +1,22 @@
-"""Broker: the composition root — builds the parts, starts listeners and background tasks.
+"""Broker: the composition root of a node's broker role — builds the parts, starts listeners and
+background tasks.
 
-It wires; it does not decide. Start-up order matters: the controller's catalogue is read
-first (log configs come from it), then the logs load (recovering after a crash), then
-partitions become active, then listeners open. Shutdown reverses it: stop accepting, let
-in-flight requests finish, then close every log cleanly so the next start needs no recovery.
+It wires; it does not decide. Every broker follows the controller quorum's metadata log, as
+KRaft brokers do; a combined node (and kbroker's single node, a combined node that is its only
+voter) hands its ``ControllerNode`` in, and the broker then reaches it in process. Start-up:
+the logs load (recovering after a crash), listeners open, the broker registers and replays the
+metadata log; client requests wait (Dispatcher readiness) until the controller has unfenced it,
+and partitions become active as their registrations are replayed. Shutdown reverses it:
+leadership moves away (controlled shutdown), accepting stops, in-flight requests finish, then
+every log closes cleanly so the next start needs no recovery.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
+from typing import TYPE_CHECKING
 
 from kbroker.broker_lifecycle import BrokerLifecycleManager
 from kbroker.config import KafkaConfig
@@ -22,9 +27,8 @@ from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 from kbroker.groups.partition_ownership import GroupPartitionOwnership
 from kbroker.meta_properties import init_log_dirs
 from kbroker.open_file_limit import segment_file_budget
-from kbroker.replication.controller import Controller
 from kbroker.replication.forwarding_controller import ForwardingController
-from kbroker.replication.producer_ids import PRODUCER_ID_FILE, ControllerProducerIdManager, ProducerIdManager
+from kbroker.replication.producer_ids import ControllerProducerIdManager
 from kbroker.replication.replica_manager import ReplicaManager
 from kbroker.replication.replication_settings import ClusterLinks, ReplicationSettings
 from kbroker.socket_server import SocketServer, SocketServerSettings
@@ -35,38 +39,31 @@ from kbroker.transactions.marker_channel import BrokerClients, TransactionMarker
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC
 from kbroker.transactions.verification import AddPartitionsToTxnManager
 
+if TYPE_CHECKING:
+    from kbroker.controller_node import ControllerNode
+
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_S = 60.0
 
 
 class Broker:
-    def __init__(self, config: KafkaConfig) -> None:
+    def __init__(self, config: KafkaConfig, local_controller: ControllerNode | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         self.log_dirs = config.log_dirs
         self.cluster_id = ""
+        self.local_controller = local_controller  # this node's own controller voter (combined node)
         self.log_manager = LogManager(self.log_dirs, lambda topic: self.controller.log_config(topic),
                                       max_open_segment_files=segment_file_budget())
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id)
-        self.cluster_mode = config.cluster_mode
-        # Cluster mode: the controller decides; this broker follows its metadata log.
         self.lifecycle: BrokerLifecycleManager | None = None
-        self.controller: Controller
-        self.producer_ids: ProducerIdManager | ControllerProducerIdManager
-        if self.cluster_mode:
-            self.controller = ForwardingController(
-                self.log_dirs[0], self.node_id, self.replica_manager, config.layers,
-                config.get_int("num.partitions"), config.get_int("default.replication.factor"),
-                lambda key, version, request: self._lifecycle().send_to_controller(key, version, request),
-            )
-            self.producer_ids = ControllerProducerIdManager(lambda: self._lifecycle().allocate_producer_ids())
-        else:
-            self.controller = Controller(
-                self.log_dirs[0], self.node_id, self.replica_manager, config.layers,
-                config.get_int("num.partitions"), config.get_int("default.replication.factor"),
-            )
-            self.producer_ids = ProducerIdManager(os.path.join(self.log_dirs[0], PRODUCER_ID_FILE))
+        self.controller = ForwardingController(
+            self.node_id, self.replica_manager, config.layers,
+            config.get_int("num.partitions"), config.get_int("default.replication.factor"),
+            lambda key, version, request: self._lifecycle().send_to_controller(key, version, request),
+        )
+        self.producer_ids = ControllerProducerIdManager(lambda: self._lifecycle().allocate_producer_ids())
         self.offset_store = OffsetStore(
             self.controller, self.replica_manager, config.get_int("offsets.topic.num.partitions")
         )
@@ -75,30 +72,26 @@ class Broker:
         self.consumer_coordinator = ConsumerGroupCoordinator(config, self.controller, self.group_coordinator,
                                                              self.offset_store)
         self.group_coordinator.consumer = self.consumer_coordinator
-        self.group_coordinator.ownership = GroupPartitionOwnership(
+        self.group_coordinator.ownership = ownership = GroupPartitionOwnership(
             self.offset_store, self.group_coordinator, self.consumer_coordinator)
-        if isinstance(self.controller, ForwardingController):
-            ownership = self.group_coordinator.ownership
-            ownership.clustered()
-            self.controller.leadership_listeners[CONSUMER_OFFSETS_TOPIC] = ownership.on_leadership
+        self.controller.leadership_listeners[CONSUMER_OFFSETS_TOPIC] = ownership.on_leadership
+        # The transaction coordinator follows __transaction_state leadership, sends markers to
+        # partition leaders, and leaders ask it to verify transactional writes.
+        txn_clients = BrokerClients(lambda broker_id: self._lifecycle().endpoint(broker_id),
+                                    lambda: self._lifecycle().source, f"kbroker-{self.node_id}-txn")
+        self.marker_channel = TransactionMarkerChannelManager(
+            self.node_id, self.controller, self.replica_manager, self.offset_store, txn_clients)
         self.transaction_coordinator = TransactionCoordinator(
-            self.controller, self.replica_manager, self.offset_store, self.producer_ids,
+            self.controller, self.replica_manager, self.offset_store, self.producer_ids, self.marker_channel,
             config.get_int("transaction.state.log.num.partitions"), config.get_int("transaction.max.timeout.ms"),
         )
-        # Cluster mode: the transaction coordinator follows __transaction_state leadership, sends
-        # markers to partition leaders, and leaders ask it to verify transactional writes.
-        self.marker_channel: TransactionMarkerChannelManager | None = None
-        txn_clients = None
-        if isinstance(self.controller, ForwardingController):
-            txn_clients = BrokerClients(lambda broker_id: self._lifecycle().endpoint(broker_id),
-                                        lambda: self._lifecycle().source, f"kbroker-{self.node_id}-txn")
-            self.marker_channel = TransactionMarkerChannelManager(
-                self.node_id, self.controller, self.replica_manager, self.offset_store, txn_clients)
-            self.transaction_coordinator.clustered(self.marker_channel)
-            self.controller.leadership_listeners[TRANSACTION_STATE_TOPIC] = self.transaction_coordinator.on_leadership
+        self.controller.leadership_listeners[TRANSACTION_STATE_TOPIC] = self.transaction_coordinator.on_leadership
         self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
             self.node_id, self.controller, self.transaction_coordinator, txn_clients)
-        self.dispatcher = Dispatcher(self)
+        # Client requests wait until the controller has unfenced this broker (Kafka processes
+        # none before its broker has caught up with the metadata log and is unfenced).
+        self.ready = asyncio.Event()
+        self.dispatcher = Dispatcher(self, ready=self.ready)
         self.socket_servers: list[SocketServer] = []
         self.bound: list[tuple[str, str, int]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -114,44 +107,39 @@ class Broker:
         return host or "localhost", port
 
     def _lifecycle(self) -> BrokerLifecycleManager:
-        assert self.lifecycle is not None, "cluster mode only"
+        assert self.lifecycle is not None, "the broker has not joined its controller yet"
         return self.lifecycle
+
+    async def forward_to_controller(self, api_key: int, api_version: int, request: object) -> object | None:
+        """A client's request for the controller, sent unchanged; None if it did not answer."""
+        return await self._lifecycle().forward(api_key, api_version, request)
 
     def broker_listeners(self) -> list[tuple[str, str, int]]:
         """The listeners clients and brokers use (a combined node's controller listener excluded)."""
-        if not self.cluster_mode:
-            return self.config.listeners
         names = self.config.controller_listener_names
         return [listener for listener in self.config.listeners if listener[0] not in names]
 
     def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
         """(node id, host, port, rack) of every unfenced broker, for Metadata and DescribeCluster."""
         if self.lifecycle is None:
-            host, port = self.advertised
-            return [(self.node_id, host, port, self.config.get("broker.rack"))]
+            return []
         return [(b.broker_id, b.host, b.port, b.rack) for b in self.lifecycle.image.live_brokers()]
 
     @property
     def controller_id(self) -> int:
         """Kafka's KRaft brokers name a live broker as "controller" (clients send admin requests
-        there and it forwards them); a single node names itself."""
+        there and it forwards them)."""
         live = self.live_brokers()
-        return self.node_id if not live or self.lifecycle is None else live[0][0]
+        return live[0][0] if live else -1
 
     async def start(self) -> None:
-        self.cluster_id = init_log_dirs(self.log_dirs, self.node_id, invent_cluster_id=not self.cluster_mode)
-        self.controller.load()
+        self.cluster_id = init_log_dirs(self.log_dirs, self.node_id, invent_cluster_id=False)
         self.log_manager.startup()
-        self.controller.activate_partitions()
-        self.offset_store.load()
-        self.group_coordinator.load()
-        self.consumer_coordinator.load(self.offset_store.consumer_group_records)  # after the classic groups
-        self.offset_store.consumer_group_records.clear()
-        self.transaction_coordinator.load()  # finishes transactions a crash left mid-end
         loop = asyncio.get_running_loop()
         self._open_listeners()
-        if self.cluster_mode:
-            await self._join_cluster()
+        await self._join_cluster()
+        self.producer_ids.prefetch()  # the first InitProducerId need not wait for a block
+        self.ready.set()
         self.group_coordinator.start()
         self._tasks.append(loop.create_task(self._retention_loop()))
         if self.config.get_bool("log.cleaner.enable"):
@@ -188,7 +176,7 @@ class Broker:
         for a_name, a_host, a_port in self.config.advertised_listeners:
             if a_name == name and a_host:
                 host, port = a_host, a_port or port
-        self.lifecycle = BrokerLifecycleManager(self, bind_host, host, port)
+        self.lifecycle = BrokerLifecycleManager(self, bind_host, host, port, self.local_controller)
         self.replica_manager.configure_cluster(
             ClusterLinks(source_host=bind_host or None, endpoint=self.lifecycle.endpoint,
                          broker_epoch=lambda: self._lifecycle().broker_epoch,
@@ -285,8 +273,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         self.group_coordinator.stop()  # answers parked JoinGroup/SyncGroup so connections drain
-        if self.marker_channel is not None:
-            self.marker_channel.stop()
+        self.marker_channel.stop()
         self.consumer_coordinator.stop()
         connections = [conn for server in self.socket_servers for conn in server.connections]
         for conn in connections:

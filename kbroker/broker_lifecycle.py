@@ -1,12 +1,15 @@
-"""BrokerLifecycleManager: a cluster broker's life with its controller.
+"""BrokerLifecycleManager: a broker's life with its controller.
 
-It follows the metadata log (Fetch of ``__cluster_metadata`` as an observer, long-polling),
-replays it into a MetadataImage and hands every change to the ForwardingController (catalogue
+It follows the metadata log — on a broker-only node by Fetch of ``__cluster_metadata`` as an
+observer (long-polling); on a combined node (a single node included) by reading what its own
+controller voter has committed, as Kafka's brokers share their node's Raft client — replays it
+into a MetadataImage and hands every change to the ForwardingController (catalogue
 and replicas). It registers the broker (BrokerRegistration: the broker epoch), heartbeats every
 ``broker.heartbeat.interval.ms`` (staying fenced until it has replayed the log up to its own
 registration), re-registers when told its epoch is stale, and on shutdown asks for a controlled
 shutdown so leadership moves away before the process exits. It also carries AlterPartition and
-AllocateProducerIds to the controller. Every socket is bound to this broker's own address.
+AllocateProducerIds to the controller: in process when the active controller is the local voter
+(LocalControllerClient), else over a socket bound to this broker's own address.
 """
 
 from __future__ import annotations
@@ -24,16 +27,19 @@ from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
 from kio.schema.broker_registration.v4 import request as registration_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 
+from kbroker.controller_channel import LocalControllerClient
 from kbroker.meta_properties import adopt_cluster_id
 from kbroker.protocol.codec import build
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import split_batches
 from kbroker.replication.inter_broker_client import InterBrokerClient
+from kbroker.replication.loop_turns import LoopTurns
 from kbroker.replication.metadata_image import METADATA_TOPIC, MetadataImage, decode_batch
 from kbroker.replication.partition_registration import PartitionRegistration
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
+    from kbroker.controller_node import ControllerNode
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +50,26 @@ CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 
 
 class BrokerLifecycleManager:
-    def __init__(self, broker: Broker, bind_host: str, host: str, port: int) -> None:
+    def __init__(self, broker: Broker, bind_host: str, host: str, port: int,
+                 local_controller: ControllerNode | None = None) -> None:
         self.broker = broker
         self.config = broker.config
         self.host, self.port = host, port  # this broker's (advertised) inter-broker endpoint
         self.voters = {node: (h, p) for node, h, p in self.config.quorum_voters}
         self.source = bind_host or None
-        self.controller_id = next(iter(self.voters))  # the active controller, as far as we know
+        self.local_controller = local_controller  # this node's own voter (combined node), if any
+        # The active controller, as far as we know: our own voter first, else the first one.
+        self.controller_id = broker.node_id if local_controller is not None else next(iter(self.voters))
         self._connect()
         self.image = MetadataImage()
+        self.next_metadata_offset = 0  # the first metadata log offset not yet replayed
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         # KIP-966: the epoch this broker had when it last shut down cleanly (-1: it crashed).
         self.previous_broker_epoch = broker.log_manager.clean_shutdown_broker_epoch
         self.fenced = True
         self.unfenced = asyncio.Event()
+        self._replayed = asyncio.Event()  # set whenever records have been applied to the image
         self._cluster_id_known = asyncio.Event()
         self._shutting_down = False
         # Set by stop(): the loops also end on it, because Python 3.11's asyncio.wait_for can lose a
@@ -68,13 +79,18 @@ class BrokerLifecycleManager:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        """Register, then return once the controller has unfenced this broker."""
+        """Register, then return once the controller has unfenced this broker and the broker's
+        own image says so (its Metadata answers then list it)."""
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._metadata_loop()))
+        metadata_loop = self._local_metadata_loop if self.local_controller is not None else self._metadata_loop
+        self._tasks.append(loop.create_task(metadata_loop()))
         await self._cluster_id_known.wait()
         await self._register()
         self._tasks.append(loop.create_task(self._heartbeat_loop()))
         await self.unfenced.wait()
+        while not self.image.is_live(self.broker.node_id) and not self._stopped:
+            self._replayed.clear()
+            await self._replayed.wait()
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away and fence us; bounded in time."""
@@ -96,8 +112,12 @@ class BrokerLifecycleManager:
     def _connect(self) -> None:
         host, port = self.voters[self.controller_id]
         client_id = f"broker-{self.broker.node_id}"
+        self.control: InterBrokerClient | LocalControllerClient
+        if self.local_controller is not None and self.controller_id == self.broker.node_id:
+            self.control = LocalControllerClient(self.local_controller, client_id)
+        else:
+            self.control = InterBrokerClient(host, port, self.source, client_id)
         # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.
-        self.control = InterBrokerClient(host, port, self.source, client_id)
         self.metadata = InterBrokerClient(host, port, self.source, client_id + "-metadata")
 
     def _find_controller(self, hint: int | None = None) -> None:
@@ -165,6 +185,10 @@ class BrokerLifecycleManager:
     async def _heartbeat_loop(self) -> None:
         interval = self.config.get_int("broker.heartbeat.interval.ms") / 1000
         while not self._shutting_down and not self._stopped:
+            if self.fenced and self.image.offset < self.broker_epoch:
+                # The controller unfences a broker that has replayed its own registration: ask
+                # as soon as that is so, not a heartbeat interval later.
+                await self._replayed_past(self.broker_epoch, interval)
             try:
                 response = await self._heartbeat()
             except (ConnectionError, TimeoutError) as exc:
@@ -187,6 +211,19 @@ class BrokerLifecycleManager:
             # is unfenced as soon as its metadata has caught up.
             await asyncio.sleep(interval if not self.fenced else min(interval, 0.1))
 
+    async def _replayed_past(self, offset: int, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the image has applied ``offset``."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.image.offset < offset and not self._stopped:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return
+            self._replayed.clear()
+            try:
+                await asyncio.wait_for(self._replayed.wait(), remaining)
+            except TimeoutError:
+                return
+
     def _set_fenced(self, fenced: bool) -> None:
         if fenced != self.fenced:
             log.info("broker %s", "fenced" if fenced else "unfenced")
@@ -205,7 +242,7 @@ class BrokerLifecycleManager:
                 max_bytes=METADATA_FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
                 forgotten_topics_data=(), rack_id="",
                 topics=(m.FetchTopic(topic=METADATA_TOPIC, partitions=(m.FetchPartition(
-                    partition=0, current_leader_epoch=-1, fetch_offset=self.image.offset + 1,
+                    partition=0, current_leader_epoch=-1, fetch_offset=self.next_metadata_offset,
                     last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=METADATA_FETCH_MAX_BYTES,
                 ),)),),
             )
@@ -229,16 +266,42 @@ class BrokerLifecycleManager:
             if data.records:
                 await self._replay(bytes(data.records))
 
-    async def _replay(self, records: bytes) -> None:
+    async def _local_metadata_loop(self) -> None:
+        """A combined node: replay what the local voter has committed (below its high watermark;
+        committed entries never change), waking whenever the high watermark moves."""
+        node = self.local_controller
+        assert node is not None
+        while not self._stopped:
+            committed = node.high_watermark
+            if committed > self.next_metadata_offset:
+                await self._replay(node.committed_records(self.next_metadata_offset, committed), committed)
+                continue
+            try:
+                await asyncio.wait_for(node.controller.wait_for_records(), METADATA_FETCH_WAIT_MS / 1000)
+            except TimeoutError:
+                pass
+
+    async def _replay(self, records: bytes, end: int | None = None) -> None:
+        """Apply the records of whole batches from ``next_metadata_offset`` (and below ``end``).
+
+        The position moves past every entry read, the quorum's own LeaderChange entries too
+        (they are not applied: were the position the image's offset, a log ending in one would
+        be read again and again)."""
         applied = False
+        turns = LoopTurns()  # a topic of thousands of partitions is thousands of records
         for position, header in split_batches(memoryview(records)):
             batch = records[position:position + header.batch_length + 12]
             if len(batch) < header.batch_length + 12:
                 break  # a partial batch at the end of a fetch: fetched again next time
             for offset, record in decode_batch(batch):
-                if offset > self.image.offset:
+                if offset >= self.next_metadata_offset and (end is None or offset < end):
                     self.image.apply(offset, record)
                     applied = True
+                    await turns.maybe_yield()
+            last = header.last_offset if end is None else min(header.last_offset, end - 1)
+            self.next_metadata_offset = max(self.next_metadata_offset, last + 1)
+        if applied:
+            self._replayed.set()
         if self.image.cluster_id and not self._cluster_id_known.is_set():
             if not self.broker.cluster_id:
                 adopt_cluster_id(self.broker.log_dirs, self.broker.node_id, self.image.cluster_id)

@@ -50,15 +50,15 @@ async def _serve(config: KafkaConfig) -> None:
     broker: Broker | None = None
     bound: list[tuple[str, str, int]] = []
     try:
-        if config.cluster_mode and "controller" in config.process_roles:
+        if "controller" in config.process_roles:
             cluster_id = init_log_dirs(config.log_dirs, config.node_id, invent_cluster_id=True)
             controller = ControllerNode(config, cluster_id)
             if not await _started(controller.start(), stop):
                 return
             bound += controller.bound
-        if not config.cluster_mode or "broker" in config.process_roles:
-            broker = Broker(config)
-            # A cluster broker waits for its controller to unfence it; a SIGTERM meanwhile stops it.
+        if "broker" in config.process_roles:
+            broker = Broker(config, local_controller=controller)
+            # A broker waits for its controller to unfence it; a SIGTERM meanwhile stops it.
             if not await _started(broker.start(), stop):
                 return
             bound += broker.bound

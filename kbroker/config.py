@@ -100,8 +100,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("producer.id.expiration.check.interval.ms", _I, "600000"),
         ("transaction.state.log.num.partitions", _I, "50"),
         ("offsets.topic.num.partitions", _I, "50"),
-        ("offsets.topic.replication.factor", _I, "3"),  # cluster mode; a single node uses 1
-        ("transaction.state.log.replication.factor", _I, "3"),  # cluster mode, as above
+        ("offsets.topic.replication.factor", _I, "3"),  # 1 on an implicit single node (SINGLE_NODE_DEFAULTS)
+        ("transaction.state.log.replication.factor", _I, "3"),  # as above
         ("transaction.state.log.min.isr", _I, "2"),
         ("group.initial.rebalance.delay.ms", _I, "3000"),
         ("group.min.session.timeout.ms", _I, "6000"),
@@ -193,6 +193,17 @@ def parse_properties(text: str) -> list[tuple[int, str, str]]:
     return out
 
 
+# A node started without ``process.roles`` (kbroker's zero-configuration single node; Kafka
+# requires the key) is a combined broker and controller, its own only voter, reached in process.
+# Its internal topics then default to what Kafka's single-node quickstart server.properties sets,
+# since Kafka's defaults (3, 3, 2) can never be met by one broker.
+SINGLE_NODE_DEFAULTS = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
+
+
 class KafkaConfig:
     """Resolved broker settings; ``layers(key)`` answers DescribeConfigs-style lookups."""
 
@@ -228,6 +239,11 @@ class KafkaConfig:
     def get(self, key: str) -> str | None:
         if key in self.explicit:
             return self.explicit[key]
+        return self._default(key)
+
+    def _default(self, key: str) -> str | None:
+        if self.implicit_single_node and key in SINGLE_NODE_DEFAULTS:
+            return SINGLE_NODE_DEFAULTS[key]
         return BROKER_CONFIGS[key].default
 
     def get_int(self, key: str) -> int:
@@ -241,9 +257,9 @@ class KafkaConfig:
         out: list[tuple[str, ConfigSource]] = []
         if key in self.explicit:
             out.append((self.explicit[key], ConfigSource.STATIC_BROKER_CONFIG))
-        definition = BROKER_CONFIGS.get(key)
-        if definition is not None and definition.default is not None:
-            out.append((definition.default, ConfigSource.DEFAULT_CONFIG))
+        default = self._default(key) if key in BROKER_CONFIGS else None
+        if default is not None:
+            out.append((default, ConfigSource.DEFAULT_CONFIG))
         return out
 
     @property
@@ -273,26 +289,24 @@ class KafkaConfig:
 
     @property
     def quorum_voters(self) -> list[tuple[int, str, int]]:
-        """``controller.quorum.voters`` as (node id, host, port); empty outside cluster mode."""
+        """``controller.quorum.voters`` as (node id, host, port). Unset: this node alone, with no
+        address (host "", port 0): its broker reaches its controller in process."""
         out = []
         for item in (part.strip() for part in (self.get("controller.quorum.voters") or "").split(",")):
             if item:
                 node, _at, address = item.partition("@")
                 host, _colon, port = address.rpartition(":")
                 out.append((int(node), host.strip("[]"), int(port)))
-        return out
+        return out or [(self.node_id, "", 0)]
 
     @property
-    def cluster_mode(self) -> bool:
-        """A node of a multi-node cluster; a combined node that is its own only voter runs as a
-        single node (today's path), which is what a one-node Kafka server.properties describes."""
-        voters = self.quorum_voters
-        if not voters:
-            return False
-        return self.process_roles != {"broker", "controller"} or [v[0] for v in voters] != [self.node_id]
+    def implicit_single_node(self) -> bool:
+        """No ``process.roles``: kbroker's zero-configuration single node (see SINGLE_NODE_DEFAULTS)."""
+        return "process.roles" not in self.explicit
 
     @property
     def process_roles(self) -> set[str]:
+        """``process.roles`` (default both: a single node)."""
         return {r.strip() for r in (self.get("process.roles") or "").split(",") if r.strip()}
 
     def _validate_socket_server(self) -> None:

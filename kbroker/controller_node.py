@@ -21,7 +21,8 @@ from kbroker.controller_handlers import CONTROLLER_HANDLERS
 from kbroker.dispatcher import Dispatcher
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.quorum_driver import QuorumDriver
-from kbroker.replication.metadata_image import METADATA_TOPIC, decode_batch
+from kbroker.replication.legacy_catalogue import legacy_records, mark_imported
+from kbroker.replication.metadata_image import BROKER_RESOURCE, METADATA_TOPIC, MetadataRecord, decode_batch
 from kbroker.replication.quorum_controller import ControllerSettings, QuorumController
 from kbroker.replication.raft import RaftConfig, RaftNode, RaftRole
 from kbroker.replication.raft_log import FileQuorumState, PartitionRaftLog
@@ -32,6 +33,7 @@ from kbroker.storage.log_config import LogConfig
 log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 10.0
+METADATA_READ_BYTES = 8 * 1024 * 1024
 
 
 class ControllerNode:
@@ -89,11 +91,15 @@ class ControllerNode:
         loop = asyncio.get_running_loop()
         names = self.config.controller_listener_names
         listeners = [listener for listener in self.config.listeners if listener[0] in names]
-        if not listeners:
+        if listeners:
+            self.socket_server = SocketServer(self.dispatcher, SocketServerSettings.from_config(self.config),
+                                              listeners)
+            self.bound = self.socket_server.start()
+        elif set(self.voters) != {self.node_id}:
             raise RuntimeError("controller.listener.names names no listener in 'listeners'")
-        self.socket_server = SocketServer(self.dispatcher, SocketServerSettings.from_config(self.config), listeners)
-        self.bound = self.socket_server.start()
-        self.quorum = QuorumDriver(self._new_raft, self.voters, self.bound[0][1] or None, self._on_quorum_change)
+        # (The only voter needs no listener: its own broker reaches it in process.)
+        source = self.bound[0][1] or None if self.bound else None
+        self.quorum = QuorumDriver(self._new_raft, self.voters, source, self._on_quorum_change)
         self.quorum.start()
         self._tasks.append(loop.create_task(self._session_loop()))
         if self.config.get_bool("auto.leader.rebalance.enable"):
@@ -106,6 +112,8 @@ class ControllerNode:
         if leading and not self.controller.active:
             try:
                 self.controller.activate(self.raft.epoch, int(time.time() * 1000))
+                if not self.controller.image.cluster_id:
+                    self._bootstrap()
             except KafkaError as exc:
                 log.warning("cannot become the active controller: %s", exc)
         elif not leading and self.controller.active:
@@ -128,6 +136,25 @@ class ControllerNode:
         if high_watermark != self._last_high_watermark:
             self._last_high_watermark = high_watermark
             self.controller.on_committed()
+
+    def _bootstrap(self) -> None:
+        """The first active controller of a new cluster writes its first records: the cluster id,
+        the static min.insync.replicas as the cluster-wide default (as Kafka's storage format
+        does), and the catalogue of a single node written by an older kbroker, if there is one."""
+        log_dir = self.config.log_dirs[0]
+        records: list[MetadataRecord] = [{
+            "type": "ConfigRecord", "resource_type": BROKER_RESOURCE, "resource_name": "",
+            "name": "min.insync.replicas", "value": self.config.get("min.insync.replicas"),
+        }]
+        records += legacy_records(log_dir, self.node_id)
+        self.controller.bootstrap(records, int(time.time() * 1000))
+        mark_imported(log_dir)
+
+    def committed_records(self, start: int, end: int) -> bytes:
+        """Whole batches of the metadata log from the one holding ``start``, below ``end`` (the
+        high watermark) at most one read's worth: what this node's own broker replays."""
+        piece = self.metadata_log.read(start, METADATA_READ_BYTES, end, True)
+        return b"" if piece is None else piece.segment.read_bytes(piece.position, piece.length)
 
     def _adopt_cluster_id(self) -> None:
         """The first active controller wrote the cluster id as the log's first metadata record;

@@ -1,6 +1,8 @@
 """Dispatcher: turns one request frame into one response, via the API's handler.
 
-Protocol errors are answered the way Kafka answers them: an ApiVersions request of a version
+Admin APIs whose module declares ``FORWARD_TO_CONTROLLER`` are sent unchanged to the active
+controller (one rule, as Kafka's ``maybeForwardToController``). Protocol errors are answered the
+way Kafka answers them: an ApiVersions request of a version
 we don't support gets an UNSUPPORTED_VERSION answer in v0 framing (so the client can retry
 lower); an unknown API key, any other unsupported version or a frame that cannot be decoded
 closes the connection. A handler failing unexpectedly is logged with the request's context
@@ -10,6 +12,7 @@ for every request, so they are rate-limited (RateLimitedLogger).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import Mapping
@@ -49,12 +52,18 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker | ControllerNode, handlers: Mapping[int, ModuleType] = HANDLERS) -> None:
+    def __init__(self, broker: Broker | ControllerNode, handlers: Mapping[int, ModuleType] = HANDLERS,
+                 ready: asyncio.Event | None = None) -> None:
         self.broker = broker
         self.handlers = handlers  # a controller node answers its own, smaller table
+        # Set once the node may serve requests: until then a request waits (its connection was
+        # accepted), as Kafka's broker processes none before it is unfenced.
+        self.ready = ready
 
     async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes | EncodedResponse | object | None:
         """The encoded response, NO_RESPONSE (acks=0), or None to close the connection."""
+        if self.ready is not None and not self.ready.is_set():
+            await self.ready.wait()
         view = memoryview(frame)
         try:
             if len(view) < 8:
@@ -81,7 +90,10 @@ class Dispatcher:
             return None
         context = RequestContext(self.broker, header, client_host)
         try:
-            response = await handler.handle(context, request)
+            if getattr(handler, "FORWARD_TO_CONTROLLER", False):
+                response = await self._forward(handler, api_key, api_version, request)
+            else:
+                response = await handler.handle(context, request)
         except Exception:
             _limited.log(
                 logging.ERROR, "unexpected error handling %s v%d (correlation id %d) from %s (client id %r)",
@@ -92,3 +104,9 @@ class Dispatcher:
         if response is NO_RESPONSE or isinstance(response, EncodedResponse):
             return response
         return encode_response(correlation_id, api_key, response)
+
+    async def _forward(self, handler: ModuleType, api_key: int, api_version: int, request: object) -> object:
+        """Kafka's ``maybeForwardToController``: an admin request the controller decides goes
+        there unchanged; no answer from it is the API's REQUEST_TIMED_OUT response."""
+        answer = await self.broker.forward_to_controller(api_key, api_version, request)
+        return answer if answer is not None else handler.error_response(api_version, ErrorCode.request_timed_out)

@@ -141,7 +141,7 @@ def probe_for_config(config: KafkaConfig) -> Probe:
     """The probe for a node from its settings: its first listener of the role clients (or, for a
     controller-only node, voters) use; a wildcard bind address is dialled on loopback."""
     controller_names = config.controller_listener_names
-    role = "broker" if "broker" in config.process_roles or not config.cluster_mode else "controller"
+    role = "broker" if "broker" in config.process_roles else "controller"
     wanted = [(n, h, p) for n, h, p in config.listeners if (n in controller_names) == (role == "controller")]
     if not wanted:
         raise ConfigError(f"no {role} listener in listeners={config.get('listeners')}")

@@ -1,14 +1,15 @@
-"""ForwardingController: a cluster broker's view of the topic catalogue, and its admin channel.
+"""ForwardingController: a broker's catalogue of topics, and its admin channel to the controller.
 
-On a broker of a multi-node cluster the catalogue is not decided here: it is the broker's
-MetadataImage, replayed from the controller's metadata log (``sync_from_image``), and every
-change a client asks for (create/delete topics, partitions, topic configs) is forwarded to the
-active controller with the same Kafka request, as KRaft brokers do. Answers wait until the
-change has reached this broker's image, so a client that creates a topic and then asks this
-broker for its metadata sees it. The read side keeps the single-node Controller's interface,
-so request handlers do not care which one they talk to.
-``__consumer_offsets`` and ``__transaction_state`` are created by FindCoordinator; the group and
-transaction coordinators follow the leadership of their partitions (``leadership_listeners``).
+The catalogue is not decided here: it is the broker's MetadataImage, replayed from the
+controller quorum's metadata log (``sync_from_image``), and every change a client asks for
+(create/delete topics, partitions, topic configs) is forwarded to the active controller with
+the same Kafka request, as KRaft brokers do (in process on a combined node: see
+kbroker/controller_channel.py). Answers wait until the change has reached this broker's image,
+so a client that creates a topic and then asks this broker for its metadata sees it. The read
+side — topics, partition registrations, resolved topic configs over the cluster-wide dynamic
+and static broker layers — is what request handlers use. ``__consumer_offsets`` and
+``__transaction_state`` are created by FindCoordinator; the group and transaction coordinators
+follow the leadership of their partitions (``leadership_listeners``).
 """
 
 from __future__ import annotations
@@ -16,37 +17,52 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.storage.log_config import BrokerLayers
+from kbroker.storage.log_config import (
+    BrokerLayers,
+    ConfigEntry,
+    ConfigSource,
+    InvalidConfig,
+    LogConfig,
+    resolve_topic_configs,
+    validate_topic_config,
+)
 from kio.schema.create_partitions.v3 import request as create_partitions_v3
 from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.delete_topics.v6 import request as delete_topics_v6
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs_v1
 
-from .controller import Controller, TopicInfo, check_replica_lists, validate_topic_name
 from .loop_turns import LoopTurns
 from .metadata_image import TOPIC_RESOURCE, MetadataImage
 from .partition_registration import PartitionRegistration
 from .replica_manager import ReplicaManager
+from .topic_rules import TopicInfo, check_replica_lists, validate_topic_name
 
 log = logging.getLogger(__name__)
 
-PROPAGATION_TIMEOUT_S = 10.0
+PROPAGATION_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_MS = 30000
 
 # (api key, version, request) -> response, sent to the active controller
 ControllerRequest = Callable[[int, int, Any], Awaitable[Any]]
 
 
-class ForwardingController(Controller):
-    def __init__(self, metadata_dir: str, node_id: int, replica_manager: ReplicaManager,
-                 static_layers: BrokerLayers, default_partitions: int, default_replication_factor: int,
-                 send: ControllerRequest) -> None:
-        super().__init__(metadata_dir, node_id, replica_manager, static_layers, default_partitions,
-                         default_replication_factor)
+class ForwardingController:
+    def __init__(self, node_id: int, replica_manager: ReplicaManager, static_layers: BrokerLayers,
+                 default_partitions: int, default_replication_factor: int, send: ControllerRequest) -> None:
+        self.node_id = node_id
+        self.replica_manager = replica_manager
+        self.static_layers = static_layers
+        self.default_partitions = default_partitions
+        self.default_replication_factor = default_replication_factor
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.cluster_configs: dict[str, str] = {}  # cluster-wide dynamic broker defaults (broker "")
+        self._log_configs: dict[str, LogConfig] = {}
         self.send = send
         self.image = MetadataImage()
         self._applied: dict[tuple[str, int], PartitionRegistration] = {}
@@ -58,11 +74,9 @@ class ForwardingController(Controller):
 
     # --- the catalogue, from the metadata log ---------------------------------------------
 
-    def load(self) -> None:
-        """Nothing on disk: the catalogue arrives with the metadata log."""
-
-    def activate_partitions(self) -> None:
-        """Partitions become active as their registrations arrive (``sync_from_image``)."""
+    def _index(self, info: TopicInfo) -> None:
+        self.topics[info.name] = info
+        self.topics_by_id[info.topic_id] = info
 
     async def sync_from_image(self, image: MetadataImage) -> None:
         """Bring the catalogue and this broker's replicas in line with ``image``.
@@ -72,7 +86,10 @@ class ForwardingController(Controller):
         """
         turns = LoopTurns()
         self.image = image
+        cluster_changed = image.cluster_configs != self.cluster_configs
         self.cluster_configs = dict(image.cluster_configs)
+        if cluster_changed:
+            self._log_configs.clear()
         live_names = set(image.topics)
         for name in list(self.topics):
             if name not in live_names:
@@ -89,12 +106,13 @@ class ForwardingController(Controller):
             rf = len(topic.partitions[0].replicas) if topic.partitions else 0
             info = self.topics.get(name)
             # Logs loaded at start-up got default configs (the catalogue was empty then).
-            reconfigure = info is None or info.configs != topic.configs
+            reconfigure = info is None or info.configs != topic.configs or cluster_changed
             if info is None or info.topic_id != topic.topic_id:
                 info = TopicInfo(name, topic.topic_id, len(topic.partitions), rf, dict(topic.configs))
                 self._index(info)
             info.partitions, info.replication_factor, info.configs = len(topic.partitions), rf, dict(topic.configs)
             if reconfigure:
+                self._log_configs.pop(name, None)
                 self.replica_manager.log_manager.reconfigure(name)
         self._wake_waiters()  # the catalogue is current: CreateTopics & co. may answer
         for name, topic in image.topics.items():
@@ -106,6 +124,13 @@ class ForwardingController(Controller):
                     self._tell_leadership(name, index, before, reg)
                     await turns.maybe_yield()
         self._wake_waiters()
+
+    def _replicas_made(self, name: str) -> bool:
+        """Whether this broker has applied every registration of the topic (its replicas here
+        exist): a client told "created" finds the partitions led here ready to take writes."""
+        topic = self.image.topics.get(name)
+        return topic is not None and all(self._applied.get((name, index)) == reg
+                                         for index, reg in topic.partitions.items())
 
     def _wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, set()
@@ -173,7 +198,8 @@ class ForwardingController(Controller):
             raise KafkaError(result.error_code, result.error_message)
         if validate_only:
             return TopicInfo(name, result.topic_id, result.num_partitions, result.replication_factor, overrides)
-        await self._until(lambda: name in self.topics and self.topics[name].topic_id == result.topic_id)
+        await self._until(lambda: name in self.topics and self.topics[name].topic_id == result.topic_id
+                          and self._replicas_made(name))
         return self.topics[name]
 
     def create_internal_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None]) -> None:
@@ -205,7 +231,8 @@ class ForwardingController(Controller):
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
         if not validate_only:
-            await self._until(lambda: name in self.topics and self.topics[name].partitions >= count)
+            await self._until(lambda: name in self.topics and self.topics[name].partitions >= count
+                              and self._replicas_made(name))
 
     async def set_topic_configs(self, name: str, overrides: Mapping[str, str | None],
                                 validate_only: bool = False) -> None:
@@ -228,6 +255,47 @@ class ForwardingController(Controller):
 
     def check_replica_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
         check_replica_lists(replica_lists, self.image.brokers)
+
+    # --- configs --------------------------------------------------------------------------
+
+    def _validated(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, value in configs.items():
+            try:
+                validate_topic_config(key, value)
+            except InvalidConfig as exc:
+                raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+            assert value is not None
+            out[key] = value
+        return out
+
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        return dict(self._topic(name).configs)
+
+    def _topic(self, name: str) -> TopicInfo:
+        info = self.topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        return info
+
+    def resolved_configs(self, name: str) -> dict[str, ConfigEntry]:
+        overrides = self.topics[name].configs if name in self.topics else {}
+        return resolve_topic_configs(overrides, self.broker_layers)
+
+    def broker_layers(self, key: str) -> list[tuple[str, ConfigSource]]:
+        """A broker key's values in precedence order: cluster-wide dynamic default, static, built-in."""
+        layers = self.static_layers(key)
+        if key in self.cluster_configs:
+            layers = [(self.cluster_configs[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG), *layers]
+        return layers
+
+    def log_config(self, name: str) -> LogConfig:
+        """The topic's effective log settings (kept per topic until its configs change: every
+        new replica of a topic asks for them)."""
+        config = self._log_configs.get(name)
+        if config is None:
+            config = self._log_configs[name] = LogConfig.from_resolved(self.resolved_configs(name))
+        return config
 
 
 def _timeout() -> datetime.timedelta:

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kbroker.protocol.records import iter_records
+from kbroker.storage.log_manager import METADATA_LOG_TOPIC
 
 from .partition_registration import PartitionRegistration
 from .raft import LEADER_CHANGE_PAYLOAD
 
-METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC = METADATA_LOG_TOPIC
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed id for the metadata topic
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4

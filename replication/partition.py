@@ -263,11 +263,12 @@ class Partition:
     def append_as_leader(self, records: memoryview, required_acks: int, now_ms: int,
                          from_coordinator: bool = False) -> AppendInfo:
         self.check_leader()
-        if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+        if required_acks == -1 and len(self.isr) < self.effective_min_isr():
+            # Kafka 4 compares with the effective min ISR: an RF-1 topic accepts acks=all even
+            # where min.insync.replicas is 2.
             raise KafkaError(
                 ErrorCode.not_enough_replicas,
-                f"ISR size {len(self.isr)} is below min.insync.replicas "
-                f"{self.log.config.min_insync_replicas}",
+                f"ISR size {len(self.isr)} is below min.insync.replicas {self.effective_min_isr()}",
             )
         info = self.log.append_as_leader(records, self.leader_epoch, now_ms, from_coordinator)
         self._after_leader_append(now_ms)

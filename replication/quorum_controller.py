@@ -33,7 +33,6 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.log import PartitionLog
 
 from . import partition_reassignment as reassignment
-from .controller import check_replica_lists
 from .metadata_image import (
     TOPIC_RESOURCE,
     MetadataImage,
@@ -44,6 +43,7 @@ from .metadata_image import (
     partition_record,
 )
 from .partition_registration import NO_LEADER, PartitionRegistration
+from .topic_rules import check_replica_lists, colliding_topic
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +91,17 @@ class QuorumController:
                 self.image.apply(offset, record)
         self.epoch = epoch
         self.active = True
-        if not self.image.cluster_id:
-            self._commit([{"type": "ClusterIdRecord", "cluster_id": self.settings.cluster_id}], now_ms)
         # Live brokers get a full session from now: the heartbeats they sent another
         # controller were not seen by this one.
         for broker in self.image.brokers.values():
             self._last_heartbeat_ms[broker.broker_id] = now_ms
         log.info("controller %d active at epoch %d, metadata offset %d",
                  self.settings.node_id, self.epoch, self.image.offset)
+
+    def bootstrap(self, records: Sequence[MetadataRecord], now_ms: int) -> None:
+        """A new cluster's first records: its id, then ``records`` (what Kafka's storage format
+        writes: the cluster-wide min.insync.replicas; an imported single-node catalogue)."""
+        self._commit([{"type": "ClusterIdRecord", "cluster_id": self.settings.cluster_id}, *records], now_ms)
 
     def deactivate(self) -> None:
         if self.active:
@@ -144,13 +147,17 @@ class QuorumController:
     # --- brokers --------------------------------------------------------------------------
 
     def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int, rack: str | None,
-                        now_ms: int, previous_broker_epoch: int = -1) -> int:
+                        now_ms: int, previous_broker_epoch: int = -1, same_process: bool = False) -> int:
         """Register (or re-register after a restart); returns the new broker epoch. A broker that
         did not shut down cleanly with its last epoch (``previous_broker_epoch``) may have lost
-        unflushed records, so it loses its ELR claims (KIP-966)."""
+        unflushed records, so it loses its ELR claims (KIP-966). Another live incarnation is
+        refused until its session expires — unless the new one registers from this controller's
+        own process (``same_process``): then the old one was this process's predecessor and is
+        certainly gone, and a restarted combined node need not wait out its own session."""
         self._require_active()
         current = self.image.brokers.get(broker_id)
         if (current is not None and current.incarnation_id != incarnation_id and not current.fenced
+                and not same_process
                 and now_ms - self._last_heartbeat_ms.get(broker_id, 0) < self.settings.session_timeout_ms):
             raise KafkaError(
                 ErrorCode.duplicate_broker_registration,
@@ -453,6 +460,10 @@ class QuorumController:
         self._require_active()
         if name in self.image.topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        collision = colliding_topic(name, self.image.topics)
+        if collision:
+            raise KafkaError(ErrorCode.invalid_topic_exception,
+                             f"Topic '{name}' collides with existing topic: {collision}")
         if assignments:
             replica_lists = [list(assignments[i]) for i in sorted(assignments)]
             self._check_assignment(replica_lists)
@@ -549,7 +560,8 @@ class QuorumController:
             raise KafkaError(
                 ErrorCode.invalid_replication_factor,
                 f"Unable to replicate the partition {replication_factor} time(s): The target replication factor "
-                f"of {replication_factor} cannot be reached because only {len(live)} broker(s) are registered.",
+                f"of {replication_factor} cannot be reached because only {len(live)} broker(s) are registered or "
+                "some brokers have all their log directories cordoned.",
             )
         by_rack: dict[str | None, list[int]] = {}
         for broker in live:

@@ -329,6 +329,11 @@ class RaftNode:
         self._store.write(QuorumState(self._epoch, self._voted_id, self._leader_id))
 
     def _reset_election_timeout(self, now_ms: int) -> None:
+        if self.voters == {self.node_id}:
+            # The only voter needs nobody's vote and has no leader to hear from: it stands at once
+            # (a single node is ready in milliseconds, not after an election timeout).
+            self._timeout_ms = now_ms
+            return
         timeout = self.config.election_timeout_ms
         self._timeout_ms = now_ms + timeout + self._rng.randrange(timeout)
 

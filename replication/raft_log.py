@@ -25,6 +25,9 @@ from .raft_messages import LogEntry
 
 QUORUM_STATE_FILE = "quorum-state"
 _READ_CHUNK = 1 << 20
+# Payload bytes per record batch of the metadata log: under the log's max.message.bytes default
+# (1 MiB) with room for record overhead.
+MAX_BATCH_BYTES = 512 * 1024
 
 
 def entries_batch(epoch: int, first_offset: int, payloads: list[bytes], now_ms: int) -> bytearray:
@@ -32,6 +35,19 @@ def entries_batch(epoch: int, first_offset: int, payloads: list[bytes], now_ms: 
     batch = bytearray(build_batch([(None, p) for p in payloads], base_offset=first_offset, base_timestamp=now_ms))
     batch[12:16] = epoch.to_bytes(4, "big", signed=True)  # partitionLeaderEpoch (outside the CRC)
     return batch
+
+
+def _chunks(payloads: list[bytes], max_bytes: int) -> list[list[bytes]]:
+    """Consecutive runs of ``payloads`` of at most ``max_bytes`` each (at least one payload each)."""
+    chunks: list[list[bytes]] = [[]]
+    size = 0
+    for payload in payloads:
+        if chunks[-1] and size + len(payload) > max_bytes:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(payload)
+        size += len(payload)
+    return chunks
 
 
 def batch_entries(data: bytes | memoryview) -> list[LogEntry]:
@@ -59,13 +75,17 @@ class PartitionRaftLog:
         return max(self.plog.leader_epoch_cache.latest_epoch, 0)
 
     def append(self, epoch: int, payloads: list[bytes]) -> int:
+        """Append as record batches of at most MAX_BATCH_BYTES of payload each (one decision can
+        be thousands of records: a topic of 10,000 partitions), then fsync once."""
         if not payloads:
             return self.end_offset - 1
         now_ms = int(time.time() * 1000)
-        batch = entries_batch(epoch, self.end_offset, payloads, now_ms)
-        info = self.plog.append_as_leader(memoryview(batch), epoch, now_ms)
+        last = self.end_offset - 1
+        for chunk in _chunks(payloads, MAX_BATCH_BYTES):
+            batch = entries_batch(epoch, self.end_offset, chunk, now_ms)
+            last = self.plog.append_as_leader(memoryview(batch), epoch, now_ms).last_offset
         self.plog.flush(now_ms)
-        return info.last_offset
+        return last
 
     def truncate_to(self, offset: int) -> None:
         self.plog.truncate_to(offset)

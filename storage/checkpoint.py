@@ -17,10 +17,10 @@ log = logging.getLogger(__name__)
 CHECKPOINT_VERSION = 0
 
 
-def write_checkpoint(path: str, entries: list[tuple[str, ...]]) -> None:
+def write_checkpoint(path: str, entries: list[tuple[str, ...]], *, durable: bool = True) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [" ".join(entry) for entry in entries]
-    replace_atomically(path, ("\n".join(lines) + "\n").encode())
+    replace_atomically(path, ("\n".join(lines) + "\n").encode(), durable=durable)
 
 
 def read_checkpoint(path: str, fields: int) -> list[list[str]]:

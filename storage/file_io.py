@@ -201,12 +201,26 @@ def write_file(path: str, data: bytes, *, durable: bool) -> None:
     close_file(fd)
 
 
-def replace_atomically(path: str, data: bytes) -> None:
+def replace_atomically(path: str, data: bytes, *, durable: bool = True) -> None:
+    """Readers see the old file or the new one, never a mix. ``durable=False`` skips both fsyncs:
+    for files whose content recovery can rebuild, so that creating or leading thousands of
+    partitions costs no fsync each (the file is made durable later, see ``fsync_file``)."""
     tmp = path + ".tmp"
-    write_file(tmp, data, durable=True)
+    write_file(tmp, data, durable=durable)
     try:
         rename(tmp, path)
     except OSError:
         unlink_quietly(tmp)
         raise
+    if durable:
+        fsync_dir(os.path.dirname(path) or ".")
+
+
+def fsync_file(path: str) -> None:
+    """fsync an existing file and its directory (a ``replace_atomically(durable=False)`` made durable)."""
+    fd = open_file(path, os.O_RDONLY)
+    try:
+        fsync(fd)
+    finally:
+        close_file(fd)
     fsync_dir(os.path.dirname(path) or ".")

@@ -6,9 +6,13 @@ Followers and consumers use it through OffsetForLeaderEpoch to find where their 
 from the leader's (KIP-101/KIP-279), so answers must be exact.
 
 A new epoch is in the file before the cache (and so before any record of it) has it: if the
-file cannot be written, ``assign`` raises and nothing changed. A truncation changes the cache
-even if the file cannot be rewritten then (the log was cut regardless): the stale file only
-holds epochs past the log end or before its start, which loading drops again.
+file cannot be written, ``assign`` raises and nothing changed. The file is replaced atomically
+but not fsynced then (as Kafka since KAFKA-15046): a new leadership of thousands of partitions
+must not cost thousands of fsyncs. ``flush`` makes it durable, and the log calls it before
+every fsync that advances its recovery point; what an OS crash may lose above that point is
+rebuilt from the recovered batches' partition leader epochs (``restore``). A truncation changes
+the cache even if the file cannot be rewritten then (the log was cut regardless): the stale
+file only holds epochs past the log end or before its start, which loading drops again.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import logging
 import os
 
 from .checkpoint import read_checkpoint, write_checkpoint
+from .file_io import fsync_file
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +36,7 @@ class LeaderEpochCache:
         self.path = os.path.join(directory, CHECKPOINT_FILE)
         self.epochs: list[int] = []
         self.start_offsets: list[int] = []
+        self._unsynced = False  # written since the last flush()
         for epoch, offset in read_checkpoint(self.path, 2):
             self.epochs.append(int(epoch))
             self.start_offsets.append(int(offset))
@@ -49,6 +55,19 @@ class LeaderEpochCache:
         start_offsets = [*self.start_offsets[:keep], start_offset]
         _write(self.path, epochs, start_offsets)
         self.epochs, self.start_offsets = epochs, start_offsets
+        self._unsynced = True
+
+    def restore(self, epoch: int, base_offset: int) -> None:
+        """Recovery found a batch of ``epoch`` at ``base_offset``: the cache must know that epoch
+        (an OS crash may have lost the unflushed file)."""
+        if epoch >= 0 and (not self.epochs or epoch > self.epochs[-1]):
+            self.assign(epoch, base_offset)
+
+    def flush(self) -> None:
+        """Make the file durable (before the log's recovery point moves past what it covers)."""
+        if self._unsynced and os.path.exists(self.path):
+            fsync_file(self.path)
+        self._unsynced = False
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, the offset where that epoch ended), as Kafka answers.
@@ -97,9 +116,10 @@ class LeaderEpochCache:
     def _flush(self) -> None:
         try:
             _write(self.path, self.epochs, self.start_offsets)
+            self._unsynced = True
         except OSError as exc:
             log.warning("%s not rewritten after truncation (%s): loading drops the stale entries", self.path, exc)
 
 
 def _write(path: str, epochs: list[int], start_offsets: list[int]) -> None:
-    write_checkpoint(path, [(str(e), str(o)) for e, o in zip(epochs, start_offsets, strict=True)])
+    write_checkpoint(path, [(str(e), str(o)) for e, o in zip(epochs, start_offsets, strict=True)], durable=False)

@@ -50,7 +50,7 @@ from kbroker.protocol.records import (
     split_batches,
 )
 
-from .file_io import make_dirs, replace_atomically
+from .file_io import fsync_file, make_dirs, replace_atomically
 from .leader_epoch_cache import LeaderEpochCache
 from .log_cleaner_recovery import complete_interrupted_cleaning
 from .log_config import LogConfig
@@ -104,6 +104,7 @@ class PartitionLog:
         self.files = files if files is not None else SegmentFileCache()
         self.health = health if health is not None else LogDirHealth()
         self.offline: str | None = None  # why appends are refused until a restart
+        self._unsynced_files: list[str] = []  # written without fsync; the next _fsync makes them durable
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -125,8 +126,9 @@ class PartitionLog:
         them cannot be written, the directory is removed again and the error raised)."""
         make_dirs(directory)
         try:
-            write_partition_metadata(directory, topic_id)
+            metadata_file = write_partition_metadata(directory, topic_id)
             plog = cls(directory, topic, partition, config, files=files, health=health)
+            plog._unsynced_files.append(metadata_file)
             plog._add_segment(plog._new_segment(0))
         except OSError:
             shutil.rmtree(directory, ignore_errors=True)
@@ -158,7 +160,9 @@ class PartitionLog:
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             must_recover = not clean_shutdown and (next_base is None or next_base > self.recovery_point)
             if must_recover or not segment.load_without_recovery():
-                truncated = segment.recover()
+                # Epochs of recovered batches: the epoch cache is durable only up to the
+                # recovery point.
+                truncated = segment.recover(self.leader_epoch_cache.restore)
                 if truncated:
                     log.warning(
                         "recovery: %s-%d segment %d: truncated %d bytes of torn or corrupt tail "
@@ -509,10 +513,15 @@ class PartitionLog:
         return segment
 
     def _fsync(self, segment: LogSegment) -> None:
-        """After a failed fsync the kernel may have dropped the dirty pages: nothing written
-        since the last good fsync can be trusted, so the log goes offline."""
+        """fsync the segment and the leader epoch cache (the recovery point moves past both).
+        After a failed fsync the kernel may have dropped the dirty pages: nothing written since
+        the last good fsync can be trusted, so the log goes offline."""
         try:
             segment.fsync()
+            self.leader_epoch_cache.flush()
+            while self._unsynced_files:
+                fsync_file(self._unsynced_files[-1])
+                self._unsynced_files.pop()
         except OSError as exc:
             self._take_offline("fsync", exc)
             raise LogOfflineError(exc.errno, f"fsync of {segment.log_path} failed: {exc.strerror}") from exc
@@ -702,21 +711,9 @@ class PartitionLog:
         self.config = config
 
 
-def write_partition_metadata(directory: str, topic_id: str) -> None:
-    replace_atomically(
-        os.path.join(directory, PARTITION_METADATA_FILE),
-        f"version: 0\ntopic_id: {topic_id}\n".encode(),
-    )
-
-
-def read_partition_metadata(directory: str) -> str | None:
+def write_partition_metadata(directory: str, topic_id: str) -> str:
+    """Kafka's ``partition.metadata`` (for operators' tools; kbroker takes topic ids from the
+    metadata log). Not fsynced here: the log's first flush makes it durable."""
     path = os.path.join(directory, PARTITION_METADATA_FILE)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                if key.strip() == "topic_id":
-                    return value.strip()
-    except FileNotFoundError:
-        return None
-    return None
+    replace_atomically(path, f"version: 0\ntopic_id: {topic_id}\n".encode(), durable=False)
+    return path

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .file_io import fsync_dir, replace_atomically
-from .log import PartitionLog, read_partition_metadata
+from .log import PartitionLog
 from .log_config import LogConfig
 from .log_dir_health import LogDirHealth
 from .segment import SegmentFileCache
@@ -30,6 +30,9 @@ from .segment import SegmentFileCache
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+# The controller quorum's log (Raft's, kept by the controller node, not by this manager) may sit
+# in a log dir of a combined node: it is never loaded as a partition here.
+METADATA_LOG_TOPIC = "__cluster_metadata"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 
@@ -38,7 +41,7 @@ TopicPartition = tuple[str, int]
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
     topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
+    if not sep or not topic or not partition.isdigit() or topic == METADATA_LOG_TOPIC:
         return None
     return topic, int(partition)
 
@@ -51,8 +54,8 @@ class LogManager:
         self.files = SegmentFileCache(max_open_segment_files)
         self.health = LogDirHealth()
         self.logs: dict[TopicPartition, PartitionLog] = {}
-        self.topic_ids: dict[str, str] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        self._logs_in = dict.fromkeys(self.log_dirs, 0)  # a new log goes to the dir with fewest
         # The broker epoch a clean shutdown recorded in every dir's marker, else -1 (KIP-966:
         # the controller trusts a replica's ELR claim only after a clean shutdown).
         self.clean_shutdown_broker_epoch = -1
@@ -90,9 +93,7 @@ class LogManager:
                 plog.load(clean_shutdown=clean)
                 self.logs[tp] = plog
                 self._dir_of[tp] = log_dir
-                topic_id = read_partition_metadata(path)
-                if topic_id:
-                    self.topic_ids[tp[0]] = topic_id
+                self._logs_in[log_dir] += 1
             if clean:
                 os.unlink(marker)
                 fsync_dir(log_dir)
@@ -106,10 +107,7 @@ class LogManager:
         existing = self.logs.get((topic, partition))
         if existing is not None:
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log_dir = min(self.log_dirs, key=lambda d: self._logs_in[d])
         path = os.path.join(log_dir, f"{topic}-{partition}")
         try:
             plog = PartitionLog.create(path, topic, partition, topic_id, self.config_for(topic),
@@ -119,12 +117,14 @@ class LogManager:
             raise
         self.logs[(topic, partition)] = plog
         self._dir_of[(topic, partition)] = log_dir
-        self.topic_ids[topic] = topic_id
+        self._logs_in[log_dir] += 1
         return plog
 
     def delete(self, topic: str, partition: int) -> None:
         plog = self.logs.pop((topic, partition), None)
-        self._dir_of.pop((topic, partition), None)
+        log_dir = self._dir_of.pop((topic, partition), None)
+        if log_dir is not None:
+            self._logs_in[log_dir] -= 1
         if plog is not None:
             plog.delete()
 

@@ -24,7 +24,7 @@ import os
 import struct
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kbroker.protocol.records import HEADER_SIZE, LOG_OVERHEAD, crc_is_valid, iter_records, read_header
@@ -195,8 +195,9 @@ class LogSegment:
         self.created_ms = int(os.stat(self.log_path).st_mtime * 1000)
         return True
 
-    def recover(self) -> int:
-        """Validate every batch by CRC, rebuild both indexes, and cut a torn or corrupt tail.
+    def recover(self, on_batch: Callable[[int, int], None] | None = None) -> int:
+        """Validate every batch by CRC, rebuild both indexes, and cut a torn or corrupt tail;
+        ``on_batch(partition leader epoch, base offset)`` hears of every valid batch.
 
         Returns the number of bytes truncated (0 for a clean segment).
         """
@@ -226,10 +227,12 @@ class LogSegment:
                     break
             if not crc_is_valid(buf, rel, size):
                 break
-            base, _len, _epoch, _m, _crc, _attr, delta, _bts, max_ts = _SCAN.unpack_from(buf, rel)
+            base, _len, epoch, _m, _crc, _attr, delta, _bts, max_ts = _SCAN.unpack_from(buf, rel)
             if base < self.next_offset:
                 break  # offsets must grow; anything else is garbage from a torn write
             self._track_batch(position, size, base + delta, max_ts)
+            if on_batch is not None:
+                on_batch(epoch, base)
             position += size
         valid_end = position
         truncated = file_size - valid_end

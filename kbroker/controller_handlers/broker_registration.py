@@ -2,7 +2,8 @@
 
 The broker epoch is the metadata offset of the registration record, so a restarted broker
 always gets a higher epoch (KIP-903). A second live incarnation of the same node id is refused
-with DUPLICATE_BROKER_REGISTRATION until the old one's session expires. A cluster id other than
+with DUPLICATE_BROKER_REGISTRATION until the old one's session expires — unless it registers
+from this controller's own process (a restarted combined node: its predecessor is gone). A cluster id other than
 the metadata log's gets INCONSISTENT_CLUSTER_ID. The broker's address is its inter-broker listener.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import time
 
 from kbroker.context import RequestContext
+from kbroker.controller_channel import LOCAL_HOST
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -37,6 +39,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             epoch = node.controller.register_broker(
                 request.broker_id, str(request.incarnation_id), listener.host, listener.port, request.rack,
                 int(time.time() * 1000), getattr(request, "previous_broker_epoch", -1),
+                same_process=ctx.client_host == LOCAL_HOST,
             )
             await node.committed()
         except KafkaError as exc:

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from kbroker.config import KafkaConfig
     from kbroker.groups.coordinator import GroupCoordinator
     from kbroker.groups.offset_store import OffsetStore
-    from kbroker.replication.controller import Controller
+    from kbroker.replication.forwarding_controller import ForwardingController
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def _invalid(message: str) -> KafkaError:
 
 
 class ConsumerGroupCoordinator:
-    def __init__(self, config: KafkaConfig, controller: Controller, classic: GroupCoordinator | None,
+    def __init__(self, config: KafkaConfig, controller: ForwardingController, classic: GroupCoordinator | None,
                  store: OffsetStore | None = None) -> None:
         self.controller = controller
         self.classic = classic

@@ -3,7 +3,7 @@
 The one place offsets are written and read: TxnOffsetCommit, OffsetCommit, OffsetFetch,
 OffsetDelete and DeleteGroups go through it. It is also the one writer of that topic, so the
 GroupCoordinator's group metadata records (``group_metadata.py``) are appended here too, and
-replayed here at start-up into ``loaded_groups``. A group's offsets live in partition
+replayed here into ``loaded_groups`` when this broker comes to lead a partition. A group's offsets live in partition
 ``abs(javaHashCode(group)) % offsets.topic.num.partitions``, as in Kafka.
 """
 
@@ -25,7 +25,7 @@ from kbroker.protocol.records import TRANSACTIONAL_FLAG, control_record_type, it
 from kbroker.transactions.transaction_log import partition_for
 
 if TYPE_CHECKING:
-    from kbroker.replication.controller import Controller
+    from kbroker.replication.forwarding_controller import ForwardingController
     from kbroker.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class OffsetStore:
     OffsetCommitValue v3 layout, so the log is readable as Kafka's.
     """
 
-    def __init__(self, controller: Controller, replica_manager: ReplicaManager, num_partitions: int) -> None:
+    def __init__(self, controller: ForwardingController, replica_manager: ReplicaManager, num_partitions: int) -> None:
         self.controller = controller
         self.replica_manager = replica_manager
         self.num_partitions = num_partitions
@@ -107,24 +107,12 @@ class OffsetStore:
         return info.partitions if info is not None else self.num_partitions
 
     def ensure_topic(self) -> None:
+        """FindCoordinator creates the topic; a write before it exists waits for it (retriable)."""
         if CONSUMER_OFFSETS_TOPIC not in self.controller.topics:
-            self.controller.create_internal_topic(CONSUMER_OFFSETS_TOPIC, self.num_partitions, OFFSETS_TOPIC_CONFIGS)
-
-    async def prepare_topic(self) -> None:
-        """Single node: create ``__consumer_offsets`` sharing the event loop (FindCoordinator)."""
-        await self.controller.prepare_internal_topic(CONSUMER_OFFSETS_TOPIC, self.num_partitions,
-                                                     OFFSETS_TOPIC_CONFIGS)
-
-    def load(self) -> None:
-        """Replay every ``__consumer_offsets`` partition (single node, at start-up)."""
-        info = self.controller.topics.get(CONSUMER_OFFSETS_TOPIC)
-        if info is None:
-            return
-        for index in range(info.partitions):
-            self.load_partition(index)
+            raise KafkaError(ErrorCode.coordinator_not_available, f"{CONSUMER_OFFSETS_TOPIC} does not exist yet")
 
     def load_partition(self, index: int) -> None:
-        """Replay one partition (at start-up, or when this broker becomes its leader)."""
+        """Replay one partition (when this broker becomes its leader)."""
         plog = self.replica_manager.get_partition(CONSUMER_OFFSETS_TOPIC, index).log
         for batch in plog.iter_batches():
             header = read_header(batch)

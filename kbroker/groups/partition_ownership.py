@@ -1,11 +1,10 @@
 """GroupPartitionOwnership: which ``__consumer_offsets`` partitions this broker coordinates.
 
-A group is coordinated by the leader of the offsets partition its id hashes to. In a cluster
-that moves: when this broker becomes the leader of an offsets partition it replays it and takes
-over its groups (Kafka's ``onElection``), and when it stops leading the groups are dropped —
-members parked in JoinGroup/SyncGroup get NOT_COORDINATOR, so clients look the coordinator up
-again (``onResignation``). Requests for a group of a partition not owned here get
-NOT_COORDINATOR. A single node owns every partition (``owned`` is None).
+A group is coordinated by the leader of the offsets partition its id hashes to, and that moves:
+when this broker becomes the leader of an offsets partition it replays it and takes over its
+groups (Kafka's ``onElection``), and when it stops leading the groups are dropped — members
+parked in JoinGroup/SyncGroup get NOT_COORDINATOR, so clients look the coordinator up again
+(``onResignation``). Requests for a group of a partition not owned here get NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -28,20 +27,15 @@ class GroupPartitionOwnership:
         self.store = store
         self.classic = classic
         self.consumer = consumer
-        self.owned: set[int] | None = None
-
-    def clustered(self) -> None:
-        """Cluster mode: own nothing until elected."""
-        self.owned = set()
+        self.owned: set[int] = set()  # nothing until elected leader of an offsets partition
 
     def error_for(self, group_id: str) -> ErrorCode:
-        if self.owned is None or self.store.partition_for(group_id) in self.owned:
+        if self.store.partition_for(group_id) in self.owned:
             return ErrorCode.none
         return ErrorCode.not_coordinator
 
     def on_leadership(self, index: int, leader: bool) -> None:
         """The broker became (or stopped being) the leader of offsets partition ``index``."""
-        assert self.owned is not None, "cluster mode only"
         if leader and index not in self.owned:
             self.store.load_partition(index)
             loaded = set(self.store.loaded_groups)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.controller import check_partitions_added
+from kbroker.replication.topic_rules import check_partitions_added
 
 API_KEY = 37
 MIN_VERSION = 0

@@ -29,7 +29,7 @@ from kbroker.config_resources import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RE
 from kbroker.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.controller import validate_topic_name
+from kbroker.replication.topic_rules import validate_topic_name
 from kbroker.storage.log_config import ConfigEntry, ConfigSource
 
 API_KEY = 32

@@ -1,14 +1,12 @@
 """FindCoordinator (key 10), v0-6.
 
-Names this broker (node id, advertised host and port) as the coordinator of any group
-(key type 0) or transactional id (key type 1), error NONE. v0-3 ask for one key, v4+ for a
-list (coordinator_keys), answered one coordinator per key. Another key type (e.g. 2, share
+Names the coordinator (node id, advertised host and port) of a group (key type 0) or
+transactional id (key type 1). v0-3 ask for one key, v4+ for a list (coordinator_keys),
+answered one coordinator per key. Another key type (e.g. 2, share
 groups): INVALID_REQUEST.
-Transactional ids are coordinated here by the TransactionCoordinator, classic groups by the
-GroupCoordinator and KIP-848 consumer groups by the ConsumerGroupCoordinator; on a single node
-the first FindCoordinator creates ``__transaction_state`` / ``__consumer_offsets``, sharing the
-event loop while their 50 partitions are made (COORDINATOR_NOT_AVAILABLE if the disk refuses).
-In a multi-node cluster a group's coordinator is the leader of its
+Transactional ids are coordinated by the TransactionCoordinator, classic groups by the
+GroupCoordinator and KIP-848 consumer groups by the ConsumerGroupCoordinator, of the broker
+that leads the key's partition of the internal topic: a group's coordinator is the leader of its
 ``__consumer_offsets`` partition (the topic is created here on first use, with
 offsets.topic.num.partitions and offsets.topic.replication.factor; COORDINATOR_NOT_AVAILABLE
 while that cannot be done or the partition has no leader). A transactional id's coordinator is
@@ -63,18 +61,6 @@ async def _coordinator(ctx: RequestContext, key_type: int, key: str) -> Answer:
     broker = ctx.broker
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return ErrorCode.invalid_request, f"Unsupported key type {key_type}", -1, "", -1
-    if not broker.cluster_mode:
-        # The internal topic is created here, sharing the event loop, before its first write.
-        try:
-            if key_type == KEY_TYPE_TRANSACTION:
-                await broker.transaction_coordinator.prepare_topic()
-            else:
-                await broker.offset_store.prepare_topic()
-        except KafkaError as exc:
-            log.info("cannot create the coordinator's internal topic yet: %s", exc)
-            return NOT_AVAILABLE
-        host, port = broker.advertised
-        return ErrorCode.none, None, broker.node_id, host, port
     controller = broker.controller
     if key_type == KEY_TYPE_TRANSACTION:
         topic = TRANSACTION_STATE_TOPIC

@@ -1,27 +1,21 @@
 """ListPartitionReassignments (key 46), v0: ``kafka-reassign-partitions --list`` / ``--verify``.
 
-In a cluster the request goes to the active controller unchanged and its answer comes back. A
-single node never has a reassignment in progress: the answer lists none.
+Forwarded to the active controller unchanged, its answer returned (``FORWARD_TO_CONTROLLER``,
+as Kafka's ``maybeForwardToController``). A controller that does not answer: REQUEST_TIMED_OUT.
 """
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
 
 API_KEY = 46
 MIN_VERSION = 0
 MAX_VERSION = 0
+FORWARD_TO_CONTROLLER = True
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    broker = ctx.broker
-    m = response_module(API_KEY, ctx.api_version)
-    if broker.lifecycle is not None:
-        answer = await broker.lifecycle.forward(API_KEY, ctx.api_version, request)
-        timed_out = ErrorCode.request_timed_out
-        return answer or build(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=timed_out,
-                               error_message=None, topics=())
-    return build(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+def error_response(api_version: int, error: ErrorCode) -> object:
+    m = response_module(API_KEY, api_version)
+    return build(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=error,
                  error_message=None, topics=())

@@ -10,7 +10,7 @@ group coordinator does through AddPartitionsToTxnManager.
 Producer id/epoch errors as AddPartitionsToTxn. v3+ generation id / member id / group.instance.id
 are checked by the GroupCoordinator as Kafka does for transactional commits (ILLEGAL_GENERATION,
 UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); without them (generation -1) any group accepts the commit.
-In a cluster this broker is the group's coordinator, not necessarily the transactional id's:
+This broker is the group's coordinator, not necessarily the transactional id's:
 the offsets partition is verified (v0-4) or added (v5+) by asking the transaction coordinator
 (AddPartitionsToTxnManager, as Kafka's group coordinator does), and the commit is answered once
 the ISR has it (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR otherwise, as OffsetCommit).
@@ -39,35 +39,16 @@ COMMIT_TIMEOUT_MS = 30000
 
 async def handle(ctx: RequestContext, request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    broker = ctx.broker
     now_ms = int(time.time() * 1000)
     offsets = {
         (t.name, p.partition_index): OffsetAndMetadata(
             p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now_ms)
         for t in request.topics for p in t.partitions
     }
-    error = ErrorCode.none
-    if broker.cluster_mode:
-        error = await _commit_in_cluster(ctx, request, offsets)
-        return _response(m, request, error)
-    try:
-        coordinator = broker.transaction_coordinator
-        if ctx.api_version >= FIRST_ADD_PARTITION:
-            coordinator.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
-                                    request.group_id)
-        coordinator.check_txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch,
-                                            request.group_id, ctx.api_version >= FIRST_ABORTABLE)
-        broker.group_coordinator.validate_commit(
-            request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
-            getattr(request, "group_instance_id", None), ctx.api_version, transactional=True)
-        broker.offset_store.commit_transactional(request.group_id, request.producer_id, request.producer_epoch,
-                                                 offsets)
-    except KafkaError as exc:
-        error = for_version(exc.code, ctx.api_version)
-    return _response(m, request, error)
+    return _response(m, request, await _commit(ctx, request, offsets))
 
 
-async def _commit_in_cluster(ctx: RequestContext, request: object, offsets: dict) -> ErrorCode:
+async def _commit(ctx: RequestContext, request: object, offsets: dict) -> ErrorCode:
     broker = ctx.broker
     group = request.group_id
     if broker.group_coordinator.coordinator_error(group):

@@ -1,16 +1,15 @@
 """TransactionCoordinator: transactional ids' producer ids, epochs and transaction states.
 
-Every state change is appended to ``__transaction_state`` (created at first use, like
-Kafka) before it takes effect or is answered, and the newest record per id is reloaded at
-start-up; a crash between PrepareCommit/PrepareAbort and the Complete record is finished on
-load (markers written again). Ongoing transactions past their timeout are aborted with a
-bumped epoch, which fences the old producer. Transactional ids with no transaction in progress
-and no state change for transactional.id.expiration.ms are forgotten with a tombstone.
+Every state change is appended to ``__transaction_state`` (created by FindCoordinator at first
+use, like Kafka) before it takes effect or is answered. Ongoing transactions past their timeout
+are aborted with a bumped epoch, which fences the old producer. Transactional ids with no
+transaction in progress and no state change for transactional.id.expiration.ms are forgotten
+with a tombstone.
 
-In a cluster (``clustered``) a transactional id is coordinated by the leader of its
-``__transaction_state`` partition: the coordinator loads a partition's ids when this broker
-becomes its leader (finishing transactions caught in Prepare*), drops them when it stops
-leading, and answers NOT_COORDINATOR for ids of partitions it does not lead. Request handlers
+A transactional id is coordinated by the leader of its ``__transaction_state`` partition: the
+coordinator loads a partition's ids when this broker becomes its leader (finishing transactions
+caught in Prepare*: a crash between PrepareCommit/PrepareAbort and the Complete record), drops
+them when it stops leading, and answers NOT_COORDINATOR for ids of partitions it does not lead. Request handlers
 answer only once the state record is replicated (``replicated``). Markers are then written
 asynchronously by the TransactionMarkerChannelManager (Kafka's flow: EndTxn is answered after
 PrepareCommit/PrepareAbort is replicated; requests meanwhile get CONCURRENT_TRANSACTIONS), and
@@ -32,7 +31,6 @@ from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.transactions.transaction_log import (
     TRANSACTION_STATE_TOPIC,
-    TRANSACTION_STATE_TOPIC_CONFIGS,
     TransactionMetadata,
     TransactionState,
     decode,
@@ -43,8 +41,8 @@ from kbroker.transactions.transaction_log import (
 )
 
 if TYPE_CHECKING:
-    from kbroker.replication.controller import Controller
-    from kbroker.replication.producer_ids import ProducerIdManager
+    from kbroker.replication.forwarding_controller import ForwardingController
+    from kbroker.replication.producer_ids import ControllerProducerIdManager
     from kbroker.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -53,13 +51,12 @@ REPLICATION_TIMEOUT_MS = 30000
 
 
 class MarkerChannel(Protocol):
-    """Writes a prepared transaction's markers, then calls ``complete`` (cluster mode)."""
+    """Writes a prepared transaction's markers, then calls ``complete``."""
 
     def send_markers(self, coordinator: TransactionCoordinator, metadata: TransactionMetadata) -> None: ...
 
 
 MAX_EPOCH = 32767
-COORDINATOR_EPOCH = 0  # a single node's coordinator never moves
 S = TransactionState
 
 
@@ -68,7 +65,7 @@ def _now() -> int:
 
 
 class TransactionCoordinator:
-    """The transactional ids this broker coordinates (all of them, on a single node).
+    """The transactional ids this broker coordinates (those of the state partitions it leads).
 
     State machine (Kafka's; with transaction version 0/1 the epoch stays fixed within a producer
     session, with version 2 — EndTxn v5+ — every commit/abort bumps it and the markers carry
@@ -83,8 +80,9 @@ class TransactionCoordinator:
     Prepare* never survives a request: markers are written synchronously on the event loop.
     """
 
-    def __init__(self, controller: Controller, replica_manager: ReplicaManager, offset_store: OffsetStore,
-                 allocator: ProducerIdManager, num_partitions: int, max_timeout_ms: int) -> None:
+    def __init__(self, controller: ForwardingController, replica_manager: ReplicaManager, offset_store: OffsetStore,
+                 allocator: ControllerProducerIdManager, marker_channel: MarkerChannel, num_partitions: int,
+                 max_timeout_ms: int) -> None:
         self.controller = controller
         self.replica_manager = replica_manager
         self.offset_store = offset_store
@@ -92,35 +90,27 @@ class TransactionCoordinator:
         self.num_partitions = num_partitions
         self.max_timeout_ms = max_timeout_ms
         self.transactions: dict[str, TransactionMetadata] = {}
-        # Cluster mode: the __transaction_state partitions led here -> their coordinator epoch
-        # (the partition's leader epoch, as Kafka's). None: a single node coordinates every id.
-        self.owned: dict[int, int] | None = None
-        self.marker_channel: MarkerChannel | None = None
-
-    # --- cluster mode ---------------------------------------------------------------------
-
-    def clustered(self, marker_channel: MarkerChannel) -> None:
-        """Cluster mode: coordinate nothing until elected leader of a state partition."""
-        self.owned = {}
+        # The __transaction_state partitions led here -> their coordinator epoch (the
+        # partition's leader epoch, as Kafka's); nothing until elected leader of one.
+        self.owned: dict[int, int] = {}
         self.marker_channel = marker_channel
 
+    # --- which ids are coordinated here ---------------------------------------------------
+
     def owns(self, transactional_id: str) -> bool:
-        return self.owned is None or partition_for(transactional_id, self.partitions_count()) in self.owned
+        return partition_for(transactional_id, self.partitions_count()) in self.owned
 
     def _check_owner(self, transactional_id: str) -> None:
         if not self.owns(transactional_id):
             raise KafkaError(ErrorCode.not_coordinator, "This is not the correct coordinator.")
 
     def coordinator_epoch(self, transactional_id: str) -> int:
-        if self.owned is None:
-            return COORDINATOR_EPOCH
         return self.owned.get(partition_for(transactional_id, self.partitions_count()), -1)
 
     def on_leadership(self, index: int, leader: bool) -> None:
         """This broker became (or stopped being) the leader of ``__transaction_state`` partition
         ``index``: load its transactional ids and finish their Prepare* transactions (Kafka's
         onElection), or drop them (onResignation; marker sending for them stops)."""
-        assert self.owned is not None, "cluster mode only"
         if leader:
             partition = self.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, index))
             if partition is None:
@@ -153,11 +143,9 @@ class TransactionCoordinator:
             log.info("no longer coordinating the transactional ids of %s-%d", TRANSACTION_STATE_TOPIC, index)
 
     async def replicated(self, transactional_id: str, timeout_ms: int = REPLICATION_TIMEOUT_MS) -> None:
-        """Cluster mode: return once every state record of the id's partition is on the ISR.
-        Raises NOT_COORDINATOR if leadership moved meanwhile, COORDINATOR_NOT_AVAILABLE if the
-        ISR is short or time runs out (Kafka's mapping of append errors for the coordinator)."""
-        if self.owned is None:
-            return
+        """Return once every state record of the id's partition is on the ISR. Raises
+        NOT_COORDINATOR if leadership moved meanwhile, COORDINATOR_NOT_AVAILABLE if the ISR is
+        short or time runs out (Kafka's mapping of append errors for the coordinator)."""
         index = partition_for(transactional_id, self.partitions_count())
         partition = self.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, index))
         if partition is None or index not in self.owned:
@@ -178,37 +166,9 @@ class TransactionCoordinator:
         return info.partitions if info is not None else self.num_partitions
 
     def ensure_topic(self) -> None:
+        """FindCoordinator creates the topic; a write before it exists waits for it (retriable)."""
         if TRANSACTION_STATE_TOPIC not in self.controller.topics:
-            self.controller.create_internal_topic(
-                TRANSACTION_STATE_TOPIC, self.num_partitions, TRANSACTION_STATE_TOPIC_CONFIGS
-            )
-
-    async def prepare_topic(self) -> None:
-        """Single node: create ``__transaction_state`` sharing the event loop (FindCoordinator)."""
-        await self.controller.prepare_internal_topic(TRANSACTION_STATE_TOPIC, self.num_partitions,
-                                                     TRANSACTION_STATE_TOPIC_CONFIGS)
-
-    def load(self) -> None:
-        """Read every ``__transaction_state`` partition; finish transactions caught mid-end."""
-        info = self.controller.topics.get(TRANSACTION_STATE_TOPIC)
-        if info is None:
-            return
-        for index in range(info.partitions):
-            plog = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index).log
-            for key, value in read_log(plog):
-                if key is None:
-                    continue
-                transactional_id, metadata = decode(key, value)
-                if metadata is None:
-                    self.transactions.pop(transactional_id, None)
-                else:
-                    self.transactions[transactional_id] = metadata
-        for metadata in list(self.transactions.values()):
-            if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                log.info("completing transaction of %r left in %s", metadata.transactional_id, metadata.state.display)
-                self._write_markers_and_complete(metadata)
-        if self.transactions:
-            log.info("loaded %d transactional ids", len(self.transactions))
+            raise KafkaError(ErrorCode.coordinator_not_available, f"{TRANSACTION_STATE_TOPIC} does not exist yet")
 
     def _persist(self, metadata: TransactionMetadata) -> None:
         self.ensure_topic()
@@ -218,7 +178,7 @@ class TransactionCoordinator:
         self.transactions[metadata.transactional_id] = metadata
 
     def _append_state(self, index: int, batch: memoryview, now: int) -> None:
-        if self.owned is not None and index not in self.owned:
+        if index not in self.owned:
             raise KafkaError(ErrorCode.not_coordinator, "This is not the correct coordinator.")
         try:
             partition = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index)
@@ -226,8 +186,6 @@ class TransactionCoordinator:
         except OSError as exc:  # its storage failed: nothing of the new state is kept
             raise KafkaError(coordinator_write_error(exc), f"{TRANSACTION_STATE_TOPIC}-{index}: {exc}") from exc
         except KafkaError as exc:
-            if self.owned is None:
-                raise
             # Kafka's coordinator maps append errors: leadership gone -> NOT_COORDINATOR, else
             # COORDINATOR_NOT_AVAILABLE (e.g. the ISR under min.insync.replicas).
             lost = exc.code in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition)
@@ -364,6 +322,9 @@ class TransactionCoordinator:
             self._write_markers_and_complete(self.transactions[transactional_id])
         elif metadata.state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
             pass  # a retry of the EndTxn that did it
+        elif metadata.state == (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+            # A retry while the markers are on their way (Kafka: the client retries).
+            raise KafkaError(ErrorCode.concurrent_transactions, "a transaction is being completed")
         elif metadata.state == S.EMPTY and not commit:
             pass  # aborting nothing: nothing to do
         else:
@@ -386,6 +347,8 @@ class TransactionCoordinator:
         retry_on_bump = metadata.producer_epoch == producer_epoch + 1
         if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == metadata.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_bump  # the prepared state holds the bumped epoch: only a retry
         else:
             valid_epoch = producer_epoch == metadata.producer_epoch
         if metadata.producer_id != producer_id and not retry_on_overflow:
@@ -394,7 +357,7 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.producer_fenced,
                              "There is a newer producer with the same transactionalId which fences the current one.")
         if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            # Cluster mode: markers on their way (Kafka: CONCURRENT_TRANSACTIONS, the client retries).
+            # Markers on their way (Kafka: CONCURRENT_TRANSACTIONS, the client retries).
             if state != (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
                 raise KafkaError(ErrorCode.invalid_txn_state,
                                  f"cannot {'commit' if commit else 'abort'} in state {state.display}")
@@ -431,19 +394,7 @@ class TransactionCoordinator:
         self._write_markers_and_complete(self.transactions[metadata.transactional_id])
 
     def _write_markers_and_complete(self, metadata: TransactionMetadata) -> None:
-        if self.marker_channel is not None:
-            self.marker_channel.send_markers(self, metadata)  # complete() follows the markers
-            return
-        commit = metadata.state == S.PREPARE_COMMIT
-        for topic, index in sorted(metadata.partitions):
-            try:
-                write_marker(self.replica_manager, self.offset_store, topic, index, metadata.producer_id,
-                             metadata.producer_epoch, commit, COORDINATOR_EPOCH)
-            except KafkaError as exc:
-                # The partition has gone (topic deleted) or moved past this epoch: nothing to end there.
-                log.warning("marker for %r on %s-%d not written: %s", metadata.transactional_id, topic, index,
-                            exc.message or exc.code.name)
-        self.complete(metadata)
+        self.marker_channel.send_markers(self, metadata)  # complete() follows the markers
 
     def complete(self, metadata: TransactionMetadata) -> None:
         """Every marker of the prepared ``metadata`` is written: log CompleteCommit/CompleteAbort."""
@@ -464,7 +415,7 @@ class TransactionCoordinator:
                      metadata.transactional_id, metadata.timeout_ms)
             try:
                 self._abort_with_bump(metadata)
-            except KafkaError as exc:  # cluster mode: leadership moved; the new coordinator aborts it
+            except KafkaError as exc:  # leadership moved; the new coordinator aborts it
                 log.info("cannot abort the transaction of %r here: %s", metadata.transactional_id, exc.code.name)
         return len(expired)
 
@@ -483,8 +434,6 @@ class TransactionCoordinator:
             try:
                 self._append_state(index, tombstone_batch(metadata.transactional_id, now_ms), now_ms)
             except KafkaError as exc:
-                if self.owned is None:
-                    raise
                 log.info("cannot expire %r here: %s", metadata.transactional_id, exc.code.name)
                 continue
             del self.transactions[metadata.transactional_id]
@@ -494,12 +443,3 @@ class TransactionCoordinator:
 
 
 EXPIRABLE = (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
-
-
-def write_marker(replica_manager: ReplicaManager, offset_store: OffsetStore, topic: str, index: int,
-                 producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> None:
-    """Append a COMMIT/ABORT marker to one partition (and resolve pending offsets there)."""
-    partition = replica_manager.get_partition(topic, index)
-    partition.append_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, _now())
-    if topic == CONSUMER_OFFSETS_TOPIC:
-        offset_store.complete_transaction(producer_id, commit)

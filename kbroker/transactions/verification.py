@@ -27,7 +27,7 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
 
 if TYPE_CHECKING:
-    from kbroker.replication.controller import Controller
+    from kbroker.replication.forwarding_controller import ForwardingController
     from kbroker.replication.partition import Partition
     from kbroker.transactions.coordinator import TransactionCoordinator
     from kbroker.transactions.marker_channel import BrokerClients
@@ -59,7 +59,7 @@ def ended_during_verification(partition: Partition, producer_id: int, guard: tup
 
 
 class AddPartitionsToTxnManager:
-    def __init__(self, node_id: int, controller: Controller, coordinator: TransactionCoordinator,
+    def __init__(self, node_id: int, controller: ForwardingController, coordinator: TransactionCoordinator,
                  clients: BrokerClients | None) -> None:
         self.node_id = node_id
         self.controller = controller

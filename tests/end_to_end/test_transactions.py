@@ -16,11 +16,9 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from kbroker.broker import Broker
-from kbroker.config import KafkaConfig
-from kbroker.meta_properties import init_log_dirs
 from tests.broker_process import BrokerProcess
 from tests.end_to_end.test_crash_safety import wait_for_partitions
+from tests.kbroker.node_in_process import group_coordinator_ready, single_node
 
 DEADLINE_S = 30.0
 
@@ -147,16 +145,10 @@ def test_consume_transform_produce_commits_offsets_with_the_output(tmp_path) -> 
 
 
 async def _offsets_on_disk(data_dir: str, group: str) -> dict:
-    broker = Broker(KafkaConfig.load(overrides=[f"log.dirs={data_dir}"]))
-    broker.cluster_id = init_log_dirs(broker.log_dirs, broker.node_id, invent_cluster_id=True)
-    broker.controller.load()
-    broker.log_manager.startup()
-    broker.controller.activate_partitions()
-    broker.offset_store.load()
-    try:
+    """The group's committed offsets as a node started on ``data_dir`` replays them."""
+    async with single_node(data_dir) as broker:
+        await group_coordinator_ready(broker)
         return broker.offset_store.fetch(group)
-    finally:
-        broker.log_manager.shutdown()
 
 
 def test_kill_9_during_transactional_load_resolves_open_transactions(tmp_path) -> None:

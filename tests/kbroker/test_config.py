@@ -52,7 +52,7 @@ def test_real_kafka_server_properties_keys_are_accepted():
         "group.initial.rebalance.delay.ms=0",
     ])
     assert config.quorum_voters == [(1, "127.0.0.1", 9093)]
-    assert not config.cluster_mode  # one combined node that is its own only voter: a single node
+    assert config.process_roles == {"broker", "controller"} and not config.implicit_single_node
     assert "listener.security.protocol.map" not in config.explicit
     with pytest.raises(ConfigError, match=r"controller\.quorum\.voters"):
         KafkaConfig.load(None, ["controller.quorum.voters=1-127.0.0.1:9093"])

@@ -54,8 +54,9 @@ def test_controller_and_broker_roles_from_the_environment() -> None:
     broker = merge({**voters, "KAFKA_NODE_ID": "2", "KAFKA_PROCESS_ROLES": "broker",
                     "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://broker-2:9192"}).values
     assert broker["listeners"] == "PLAINTEXT://0.0.0.0:9192"
-    for values in (controller, broker):
-        assert KafkaConfig.load(None, [f"{k}={v}" for k, v in values.items()]).cluster_mode
+    for values, role in ((controller, "controller"), (broker, "broker")):
+        config = KafkaConfig.load(None, [f"{k}={v}" for k, v in values.items()])
+        assert config.process_roles == {role} and config.quorum_voters == [(100, "controller", 9093)]
 
 
 def test_a_cluster_role_needs_the_voters() -> None:

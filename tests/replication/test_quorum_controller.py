@@ -33,6 +33,8 @@ def make_controller(tmp_path, epoch: int = 1, **defaults: str) -> QuorumControll
     )
     controller = QuorumController(plog, settings, lambda payloads: raft_log.append(epoch, payloads))
     controller.activate(epoch, now_ms=0)
+    if not controller.image.cluster_id:  # a new cluster: its first records, as the controller node writes them
+        controller.bootstrap([], now_ms=0)
     return controller
 
 

@@ -279,3 +279,15 @@ def test_an_episode_of_failures_is_logged_once_when_it_starts_and_once_when_it_e
     assert [r.levelname for r in lines] == ["ERROR", "WARNING"]
     assert "after 50 failed write(s)" in lines[1].getMessage()
     assert plog.health.failed_writes_total == 50 and plog.health.episodes_total == 1
+
+
+def test_epochs_lost_with_an_unflushed_checkpoint_come_back_from_the_batches(tmp_path):
+    plog = new_log(tmp_path)
+    plog.append_as_leader(batch(2), 3, NOW)
+    plog.flush(NOW)  # epoch 3 is durable with the records up to here
+    plog.append_as_leader(batch(2, 2), 5, NOW)  # epoch 5's checkpoint is written but not fsynced
+    plog.close()
+    # An OS crash lost the unflushed checkpoint (it held only epoch 3 when last fsynced).
+    (tmp_path / "t-0" / "leader-epoch-checkpoint").write_text("0\n1\n3 0\n")
+    again = reopen(tmp_path, clean=False)
+    assert (again.leader_epoch_cache.epochs, again.leader_epoch_cache.start_offsets) == ([3, 5], [0, 2])

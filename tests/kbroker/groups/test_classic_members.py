@@ -27,9 +27,10 @@ from kbroker.groups.classic_group import GroupState
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
 from kbroker.groups.consumer_group import GroupState as ConsumerState
 from kbroker.groups.coordinator import GroupCoordinator
-from kbroker.groups.offset_store import OffsetStore
+from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 
 T = uuid.UUID(int=1)
+OFFSETS_PARTITIONS = 3
 
 
 class Partition:
@@ -50,21 +51,22 @@ class World:
     """Controller (topic t, 2 partitions) and replica manager for the OffsetStore, in memory."""
 
     def __init__(self) -> None:
-        self.topics: dict[str, Any] = {"t": SimpleNamespace(topic_id=T, partitions=2)}
+        self.topics: dict[str, Any] = {"t": SimpleNamespace(topic_id=T, partitions=2),
+                                       CONSUMER_OFFSETS_TOPIC: SimpleNamespace(topic_id=uuid.uuid4(),
+                                                                               partitions=OFFSETS_PARTITIONS)}
         self.partitions: dict[tuple[str, int], Partition] = {}
 
-    def create_internal_topic(self, name: str, partitions: int, *_: object) -> None:
-        self.topics[name] = SimpleNamespace(topic_id=uuid.uuid4(), partitions=partitions)
 
     def get_partition(self, topic: str, index: int) -> Partition:
         return self.partitions.setdefault((topic, index), Partition())
 
     def store(self) -> OffsetStore:
-        return OffsetStore(self, self, 3)  # type: ignore[arg-type]
+        return OffsetStore(self, self, OFFSETS_PARTITIONS)  # type: ignore[arg-type]
 
     def reloaded(self) -> OffsetStore:
         store = self.store()
-        store.load()
+        for index in range(OFFSETS_PARTITIONS):
+            store.load_partition(index)
         return store
 
 

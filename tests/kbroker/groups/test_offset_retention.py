@@ -25,6 +25,7 @@ from kbroker.groups.coordinator import GroupCoordinator
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetAndMetadata, OffsetStore
 
 RETENTION_MS = 60_000
+OFFSETS_PARTITIONS = 3
 TOPICS = {"t": uuid.UUID(int=1), "u": uuid.UUID(int=2)}
 
 
@@ -50,21 +51,21 @@ class World:
     def __init__(self) -> None:
         self.topics: dict[str, Any] = {
             name: SimpleNamespace(topic_id=topic_id, partitions=2) for name, topic_id in TOPICS.items()}
+        self.topics[CONSUMER_OFFSETS_TOPIC] = SimpleNamespace(topic_id=uuid.uuid4(), partitions=OFFSETS_PARTITIONS)
         self.partitions: dict[tuple[str, int], MemoryPartition] = {}
 
-    def create_internal_topic(self, name: str, partitions: int, _configs: object) -> None:
-        self.topics[name] = SimpleNamespace(topic_id=uuid.uuid4(), partitions=partitions)
 
     def get_partition(self, topic: str, index: int) -> MemoryPartition:
         return self.partitions.setdefault((topic, index), MemoryPartition())
 
     def store(self) -> OffsetStore:
-        return OffsetStore(self, self, 3)  # type: ignore[arg-type]
+        return OffsetStore(self, self, OFFSETS_PARTITIONS)  # type: ignore[arg-type]
 
     def reloaded(self) -> OffsetStore:
         """A fresh store replayed from what was written (a broker restart)."""
         store = self.store()
-        store.load()
+        for index in range(OFFSETS_PARTITIONS):
+            store.load_partition(index)
         return store
 
 

@@ -10,6 +10,14 @@ from kafka.admin import KafkaAdminClient
 
 from tests.broker_process import BrokerProcess
 
+from .wire import wait_for_coordinators
+
+
+@pytest.fixture(scope="module", autouse=True)
+def coordinators(broker: BrokerProcess) -> None:
+    """Group and transaction requests here are bare: first the coordinators a client would find."""
+    wait_for_coordinators(broker.bootstrap)
+
 
 @pytest.fixture(scope="module")
 def kadmin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:

@@ -26,7 +26,7 @@ from tests.broker_process import BrokerProcess
 
 from .clients import create, producer_id
 from .groups_wire import SESSION, commit, fetch, heartbeat, join, join_known, leave, subscription, sync
-from .wire import call
+from .wire import call, wait_for_coordinators
 
 NONE, UNKNOWN_TOPIC, META_TOO_LARGE, ILLEGAL_GENERATION, INCONSISTENT_PROTOCOL = 0, 3, 12, 22, 23
 UNKNOWN_MEMBER, REBALANCE_IN_PROGRESS, INVALID_SESSION_TIMEOUT, NON_EMPTY, NOT_FOUND = 25, 27, 26, 68, 69
@@ -264,6 +264,7 @@ def test_initial_rebalance_delay_gathers_the_first_members_into_one_generation(t
     slow = BrokerProcess(str(tmp_path / "data"), {"group.initial.rebalance.delay.ms": "1000",
                                                   "offsets.topic.num.partitions": "1"})
     slow.start()
+    wait_for_coordinators(slow.bootstrap)
     try:
         group = _group()
         with ThreadPoolExecutor(2) as pool:
@@ -283,12 +284,14 @@ def test_a_stable_generation_is_loaded_back_after_kill_9(tmp_path) -> None:
     crashing = BrokerProcess(str(tmp_path / "data"), {"group.initial.rebalance.delay.ms": "0",
                                                       "offsets.topic.num.partitions": "2"})
     crashing.start()
+    wait_for_coordinators(crashing.bootstrap)
     try:
         group = _group()
         member = join_known(crashing.bootstrap, group, instance=None)
         assert sync(crashing.bootstrap, group, 1, member.member_id, {member.member_id: b"p0-5"}).error_code == NONE
         crashing.kill()
         crashing.start()
+        wait_for_coordinators(crashing.bootstrap)
         described = _describe(crashing.bootstrap, group)
         assert (described.group_state, described.protocol_data) == ("Stable", "range")
         assert [(m.member_id, m.member_assignment) for m in described.members] == [(member.member_id, b"p0-5")]

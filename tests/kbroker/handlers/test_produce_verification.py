@@ -12,6 +12,7 @@ was aborted and T2 committed is refused and never visible.
 from __future__ import annotations
 
 import datetime
+import time
 
 from confluent_kafka.admin import AdminClient
 from kbroker.protocol.record_builder import build_batch
@@ -35,7 +36,7 @@ from .wire import call
 
 _PRODUCE = {10: produce_v10, 11: produce_v11, 12: produce_v12}
 _TXN_OFFSET_COMMIT = {3: txn_offset_commit_v3, 4: txn_offset_commit_v4, 5: txn_offset_commit_v5}
-INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE = 48, 47, 120
+INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE, CONCURRENT_TRANSACTIONS = 48, 47, 120, 51
 
 
 def txn_batch(pid: int, epoch: int, sequence: int, *values: bytes) -> bytes:
@@ -57,13 +58,33 @@ def produce(bootstrap: str, version: int, txn: str | None, topic: str, partition
 
 
 def add_partitions(bootstrap: str, txn: str, pid: int, epoch: int, topic: str, partition: int) -> int:
+    """AddPartitionsToTxn v3, retried while the previous transaction's markers are still being
+    written (CONCURRENT_TRANSACTIONS, as Kafka answers and clients retry)."""
     request = add_partitions_v3.AddPartitionsToTxnRequest(
         v3_and_below_transactional_id=txn, v3_and_below_producer_id=i64(pid),
         v3_and_below_producer_epoch=i16(epoch),
         v3_and_below_topics=(add_partitions_v3.AddPartitionsToTxnTopic(name=topic, partitions=(partition,)),),
     )
-    response = call(bootstrap, request, 3)
-    return response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+    deadline = time.monotonic() + 10
+    while True:
+        response = call(bootstrap, request, 3)
+        error = response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+        if error != CONCURRENT_TRANSACTIONS or time.monotonic() > deadline:
+            return error
+        time.sleep(0.02)
+
+
+def wait_ended(bootstrap: str, txn: str) -> None:
+    """After EndTxn the markers are written asynchronously (Kafka's flow): wait until the
+    transaction is complete, as a client's next transactional request would by retrying."""
+    deadline = time.monotonic() + 10
+    while True:
+        state = call(bootstrap, describe_transactions.DescribeTransactionsRequest(
+            transactional_ids=(txn,)), 0).transaction_states[0].transaction_state
+        if state in ("CompleteCommit", "CompleteAbort", "Empty"):
+            return
+        assert time.monotonic() < deadline, state
+        time.sleep(0.02)
 
 
 def end(bootstrap: str, txn: str, pid: int, epoch: int, commit: bool) -> int:
@@ -124,9 +145,11 @@ def test_s9_late_produce_of_an_aborted_transaction(broker: BrokerProcess, cadmin
     assert produce(broker.bootstrap, 11, txn, topic, 0, txn_batch(pid, epoch, 0, b"t1-a")) == (0, None)
     held = txn_batch(pid, epoch, 1, b"t1-b")  # in flight, delayed on the network
     assert end(broker.bootstrap, txn, pid, epoch, False) == 0
+    wait_ended(broker.bootstrap, txn)
     assert add_partitions(broker.bootstrap, txn, pid, epoch, topic, 0) == 0
     assert produce(broker.bootstrap, 11, txn, topic, 0, txn_batch(pid, epoch, 1, b"t2-c")) == (0, None)
     assert end(broker.bootstrap, txn, pid, epoch, True) == 0
+    wait_ended(broker.bootstrap, txn)
 
     assert produce(broker.bootstrap, 11, txn, topic, 0, held) == (TRANSACTION_ABORTABLE, None)
     assert produce(broker.bootstrap, 10, txn, topic, 0, held)[0] == INVALID_TXN_STATE

@@ -18,7 +18,14 @@ from tests.broker_process import BrokerProcess
 from tests.end_to_end.test_transactions import end_offsets, read
 
 from .clients import create, producer_id
-from .test_produce_verification import INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, produce, txn_batch
+from .test_produce_verification import (
+    CONCURRENT_TRANSACTIONS,
+    INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
+    produce,
+    txn_batch,
+    wait_ended,
+)
 from .wire import call
 
 PRODUCER_FENCED = 90
@@ -38,14 +45,20 @@ def test_end_txn_v5_bumps_the_epoch_and_answers_retries(broker: BrokerProcess, c
     assert error == 0
     assert produce(broker.bootstrap, 12, txn, topic, 0, txn_batch(pid, epoch, 0, b"one")) == (0, None)
     assert end_v5(broker.bootstrap, txn, pid, epoch, True) == (0, pid, epoch + 1)
+    # A retry while the markers are on their way: CONCURRENT_TRANSACTIONS, as Kafka answers;
+    # once the transaction is complete: NONE with the bumped epoch.
+    assert end_v5(broker.bootstrap, txn, pid, epoch, True)[0] in (CONCURRENT_TRANSACTIONS, 0)
+    wait_ended(broker.bootstrap, txn)
     assert end_v5(broker.bootstrap, txn, pid, epoch, True) == (0, pid, epoch + 1)  # a retry
     assert end_v5(broker.bootstrap, txn, pid, epoch, False)[0] == INVALID_TXN_STATE  # not a retry of that
     assert end_v5(broker.bootstrap, txn, pid, epoch + 1, True) == (INVALID_TXN_STATE, -1, -1)  # nothing open
     assert end_v5(broker.bootstrap, txn, pid, epoch - 1, True) == (PRODUCER_FENCED, -1, -1)
 
     # The next transaction at the new epoch, sequence from 0; aborting it bumps again.
+    wait_ended(broker.bootstrap, txn)
     assert produce(broker.bootstrap, 12, txn, topic, 0, txn_batch(pid, epoch + 1, 0, b"two")) == (0, None)
     assert end_v5(broker.bootstrap, txn, pid, epoch + 1, False) == (0, pid, epoch + 2)
+    wait_ended(broker.bootstrap, txn)
     # Aborting with nothing open still bumps (Kafka's TV2 table: CompleteAbort/Empty + abort).
     assert end_v5(broker.bootstrap, txn, pid, epoch + 2, False) == (0, pid, epoch + 3)
     assert read(broker.bootstrap, topic, "read_committed") == [b"one"]
@@ -63,10 +76,12 @@ def test_s9_late_produce_is_fenced_by_the_epoch_bump(broker: BrokerProcess, cadm
     held = txn_batch(pid, epoch, 1, b"t1-b")
     error, pid2, epoch2 = end_v5(broker.bootstrap, txn, pid, epoch, False)
     assert (error, pid2, epoch2) == (0, pid, epoch + 1)
+    wait_ended(broker.bootstrap, txn)
     assert produce(broker.bootstrap, 12, txn, topic, 0, txn_batch(pid, epoch2, 0, b"t2-c")) == (0, None)
     # During T2 (the hole transaction version 1 leaves open): the held write would join T2.
     assert produce(broker.bootstrap, 12, txn, topic, 0, held) == (INVALID_PRODUCER_EPOCH, None)
     assert end_v5(broker.bootstrap, txn, pid, epoch2, True) == (0, pid, epoch2 + 1)
+    wait_ended(broker.bootstrap, txn)
     assert produce(broker.bootstrap, 12, txn, topic, 0, held) == (INVALID_PRODUCER_EPOCH, None)
     assert produce(broker.bootstrap, 11, txn, topic, 0, held) == (INVALID_PRODUCER_EPOCH, None)
 

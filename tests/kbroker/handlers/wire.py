@@ -9,10 +9,13 @@ from __future__ import annotations
 import io
 import socket
 import struct
+import time
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i8
 
 _CLIENT_ID = b"kbroker-tests"
 
@@ -56,3 +59,17 @@ def _read(sock: socket.socket, size: int) -> bytes:
         chunks.append(chunk)
         size -= len(chunk)
     return b"".join(chunks)
+
+
+def wait_for_coordinators(bootstrap: str, timeout: float = 30.0) -> None:
+    """Ask FindCoordinator (as every client does before a group or transaction request) until
+    both internal topics exist and their coordinators answer: a bare request sent before that
+    is answered NOT_COORDINATOR, as by Kafka."""
+    deadline = time.monotonic() + timeout
+    for key_type in (0, 1):  # groups, transactional ids
+        while True:
+            answer = call(bootstrap, FindCoordinatorRequest(key_type=i8(key_type), coordinator_keys=("probe",)), 4)
+            if answer.coordinators[0].error_code == 0:
+                break
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.05)

@@ -1,4 +1,4 @@
-"""The coordinators on a broker whose internal-topic writes fail (failpoints, in process): the
+"""The coordinators of an in-process node whose internal-topic writes fail (failpoints): the
 transaction coordinator and the offsets store keep nothing they could not write, the client is
 told NOT_COORDINATOR (Kafka's answer to a failed coordinator write), and both go on once the
 disk has room."""
@@ -17,7 +17,12 @@ from kbroker.storage.file_io import FailPoint, inject
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import OffsetAndMetadata
 from kbroker.transactions.transaction_log import TransactionState
-from tests.kbroker.transactions.test_coordinator_v2 import _broker
+from tests.kbroker.node_in_process import (
+    group_coordinator_ready,
+    single_node,
+    transaction_coordinator_ready,
+    until,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -27,9 +32,10 @@ def _no_failpoints_left() -> Iterator[None]:
 
 
 async def _transaction_end_on_a_full_disk(data_dir: str) -> None:
-    broker = _broker(data_dir)
-    try:
-        broker.controller.create_internal_topic("orders", 1, {})
+    async with single_node(data_dir) as broker:
+        await transaction_coordinator_ready(broker)
+        await broker.controller.create_topic("orders", 1, 1, {})
+        await until(lambda: ("orders", 0) in broker.replica_manager.partitions, "orders led here")
         coordinator = broker.transaction_coordinator
         pid, epoch = coordinator.init_producer_id("tx", 60000, -1, -1)
         coordinator.add_partitions("tx", pid, epoch, [("orders", 0)])
@@ -40,9 +46,8 @@ async def _transaction_end_on_a_full_disk(data_dir: str) -> None:
         assert coordinator.transactions["tx"].state is TransactionState.ONGOING  # nothing kept
         file_io.clear_failpoints()
         coordinator.end_txn("tx", pid, epoch, True, 0)
-        assert coordinator.transactions["tx"].state is TransactionState.COMPLETE_COMMIT
-    finally:
-        broker.log_manager.shutdown()
+        await until(lambda: coordinator.transactions["tx"].state is TransactionState.COMPLETE_COMMIT,
+                    "the commit completed")
 
 
 def test_transaction_state_that_cannot_be_written_is_not_kept(tmp_path) -> None:
@@ -50,9 +55,9 @@ def test_transaction_state_that_cannot_be_written_is_not_kept(tmp_path) -> None:
 
 
 async def _offset_commit_on_a_full_disk(data_dir: str) -> None:
-    broker = _broker(data_dir)
-    try:
-        broker.controller.create_internal_topic("orders", 1, {})
+    async with single_node(data_dir) as broker:
+        await group_coordinator_ready(broker)
+        await broker.controller.create_topic("orders", 1, 1, {})
         store = broker.offset_store
         store.commit("g", {("orders", 0): OffsetAndMetadata(5, -1, "", 0)})
         inject(FailPoint("write", errno.ENOSPC, path_contains="__consumer_offsets", times=0))
@@ -63,8 +68,6 @@ async def _offset_commit_on_a_full_disk(data_dir: str) -> None:
         file_io.clear_failpoints()
         store.commit("g", {("orders", 0): OffsetAndMetadata(9, -1, "", 0)})
         assert store.fetch("g")[("orders", 0)].offset == 9
-    finally:
-        broker.log_manager.shutdown()
 
 
 def test_offset_commit_that_cannot_be_written_is_not_visible(tmp_path) -> None:

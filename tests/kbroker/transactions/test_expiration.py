@@ -1,4 +1,4 @@
-"""TransactionCoordinator: transactional.id.expiration.ms, in process.
+"""TransactionCoordinator: transactional.id.expiration.ms, on an in-process node.
 
 Ids in Empty, CompleteCommit or CompleteAbort whose last state change is at least the
 expiration old are forgotten and get a tombstone in ``__transaction_state`` (so a reload does
@@ -10,34 +10,22 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.broker import Broker
 from kbroker.config import KafkaConfig
-from kbroker.meta_properties import init_log_dirs
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, TransactionState, partition_for, read_log
+from tests.kbroker.node_in_process import single_node, transaction_coordinator_ready, until
 
 EXPIRATION_MS = 604_800_000
-
-
-def _broker(data_dir: str) -> Broker:
-    broker = Broker(KafkaConfig.load(overrides=[f"log.dirs={data_dir}"]))
-    broker.cluster_id = init_log_dirs(broker.log_dirs, broker.node_id, invent_cluster_id=True)
-    broker.controller.load()
-    broker.log_manager.startup()
-    broker.controller.activate_partitions()
-    broker.offset_store.load()
-    broker.transaction_coordinator.load()
-    return broker
 
 
 def test_default_expiration_is_kafkas() -> None:
     assert KafkaConfig.load().get_int("transactional.id.expiration.ms") == EXPIRATION_MS
 
 
-def test_idle_completed_ids_expire_with_a_tombstone(tmp_path) -> None:
-    data_dir = str(tmp_path / "data")
-    broker = _broker(data_dir)
-    try:
-        broker.controller.create_internal_topic("exp", 1, {})
+async def _expire(data_dir: str) -> tuple[int, int]:
+    async with single_node(data_dir) as broker:
+        await transaction_coordinator_ready(broker)
+        await broker.controller.create_topic("exp", 1, 1, {})
+        await until(lambda: ("exp", 0) in broker.replica_manager.partitions, "exp led here")
         coordinator = broker.transaction_coordinator
         ids = {}
         for tid in ("empty", "committed", "aborted", "ongoing", "recent"):
@@ -48,10 +36,11 @@ def test_idle_completed_ids_expire_with_a_tombstone(tmp_path) -> None:
             coordinator.end_txn(tid, pid, epoch, commit)
         pid, epoch = ids["ongoing"]
         coordinator.add_partitions("ongoing", pid, epoch, [("exp", 0)])
-        states = {tid: m.state for tid, m in coordinator.transactions.items()}
-        assert states == {"empty": TransactionState.EMPTY, "committed": TransactionState.COMPLETE_COMMIT,
-                          "aborted": TransactionState.COMPLETE_ABORT, "ongoing": TransactionState.ONGOING,
-                          "recent": TransactionState.EMPTY}
+        expected = {"empty": TransactionState.EMPTY, "committed": TransactionState.COMPLETE_COMMIT,
+                    "aborted": TransactionState.COMPLETE_ABORT, "ongoing": TransactionState.ONGOING,
+                    "recent": TransactionState.EMPTY}
+        await until(lambda: {tid: m.state for tid, m in coordinator.transactions.items()} == expected,
+                    "both transactions' markers written")
         now = max(m.last_update_ms for m in coordinator.transactions.values())
         for tid in ("empty", "committed", "aborted", "ongoing"):
             coordinator.transactions[tid].last_update_ms = now - EXPIRATION_MS  # exactly the expiration old
@@ -70,35 +59,33 @@ def test_idle_completed_ids_expire_with_a_tombstone(tmp_path) -> None:
         new_pid, new_epoch = coordinator.init_producer_id("committed", 60000, -1, -1)
         assert (new_pid, new_epoch) != ids["committed"] and new_epoch == 0
         assert coordinator.remove_expired_transactional_ids(now, EXPIRATION_MS) == []  # "committed" is fresh again
-    finally:
-        broker.log_manager.shutdown()
+        return new_pid, new_epoch
 
-    reloaded = _broker(data_dir)
-    try:
-        assert sorted(reloaded.transaction_coordinator.transactions) == ["committed", "ongoing", "recent"]
-        assert reloaded.transaction_coordinator.transactions["committed"].producer_id == new_pid
-    finally:
-        reloaded.log_manager.shutdown()
+
+async def _reload(data_dir: str) -> tuple[list[str], int]:
+    async with single_node(data_dir) as broker:
+        await transaction_coordinator_ready(broker)
+        transactions = broker.transaction_coordinator.transactions
+        return sorted(transactions), transactions["committed"].producer_id
+
+
+def test_idle_completed_ids_expire_with_a_tombstone(tmp_path) -> None:
+    data_dir = str(tmp_path / "data")
+    new_pid, _epoch = asyncio.run(_expire(data_dir))
+    assert asyncio.run(_reload(data_dir)) == (["committed", "ongoing", "recent"], new_pid)
 
 
 async def _run_broker_until_expired(data_dir: str) -> tuple[bool, bool]:
-    broker = Broker(KafkaConfig.load(overrides=[
-        f"log.dirs={data_dir}", "listeners=PLAINTEXT://127.0.0.1:0",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms=50",
+    async with single_node(
+        data_dir, "transaction.abort.timed.out.transaction.cleanup.interval.ms=50",
         "transaction.remove.expired.transaction.cleanup.interval.ms=100", "transactional.id.expiration.ms=300",
-    ]))  # fmt: skip
-    await broker.start()
-    try:
+    ) as broker:  # fmt: skip
+        await transaction_coordinator_ready(broker)
         coordinator = broker.transaction_coordinator
         coordinator.init_producer_id("idle", 60000, -1, -1)
         kept_at_first = "idle" in coordinator.transactions
-        for _ in range(60):
-            await asyncio.sleep(0.05)
-            if "idle" not in coordinator.transactions:
-                break
+        await until(lambda: "idle" not in coordinator.transactions, "the idle id expired")
         return kept_at_first, "idle" not in coordinator.transactions
-    finally:
-        await broker.stop()
 
 
 def test_the_broker_expires_idle_ids_on_its_cleanup_interval(tmp_path) -> None:
