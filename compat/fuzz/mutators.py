@@ -41,6 +41,7 @@ import random
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from crc32c import crc32c
 from kbroker.protocol.compression import decompress
@@ -143,16 +144,9 @@ def _encode_length(span: Span, value: int) -> bytes:
 # --- aimed operators ----------------------------------------------------------------------------
 
 
-def op_length(frame: bytearray, layout: Layout, rng: random.Random) -> bytearray | None:
-    spans = layout.of_kind(LENGTH)
-    if not spans:
-        return None
-    span = rng.choice(spans)
-    return _splice(frame, span, _encode_length(span, _length_values(span, len(frame), rng)))
-
-
-def op_count(frame: bytearray, layout: Layout, rng: random.Random) -> bytearray | None:
-    spans = layout.of_kind(COUNT)
+def op_prefix(frame: bytearray, layout: Layout, rng: random.Random, kind: str) -> bytearray | None:
+    """A length (``kind`` LENGTH) or an array count (COUNT) set to a value it should not have."""
+    spans = layout.of_kind(kind)
     if not spans:
         return None
     span = rng.choice(spans)
@@ -221,8 +215,6 @@ def op_tagged_fields(frame: bytearray, layout: Layout, rng: random.Random) -> by
         return frame[:after_tag] + encode_uvarint(new_size) + frame[after_size:]
     junk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 12)))
     return frame[: field.start] + _tagged_field(tag, junk) + frame[field.end :]
-
-
 
 
 def op_number(frame: bytearray, layout: Layout, rng: random.Random) -> bytearray | None:
@@ -435,10 +427,10 @@ BYTE_OPERATORS: dict[str, Callable[[bytearray, random.Random], bytearray]] = {
     "bit_flip": op_bit_flip, "byte_set": op_byte_set, "truncate": op_truncate, "insert_delete": op_insert_delete,
 }  # fmt: skip
 AIMED_OPERATORS: dict[str, Operator] = {
-    "length": op_length, "count": op_count, "varint": op_varint, "tagged_fields": op_tagged_fields,
-    "number": op_number, "partitions": op_partitions, "version": op_version, "null_marker": op_null_marker,
-    "uuid": op_uuid,
-    **{form: (lambda f, lay, r, form=form: op_batch(f, lay, r, form))
+    "length": partial(op_prefix, kind=LENGTH), "count": partial(op_prefix, kind=COUNT), "varint": op_varint,
+    "tagged_fields": op_tagged_fields, "number": op_number, "partitions": op_partitions, "version": op_version,
+    "null_marker": op_null_marker, "uuid": op_uuid,
+    **{form: partial(op_batch, form=form)
        for form in ("batch_header", "batch_records", "compressed", "batch_crc", "batch_cut", "batch_twice")},
 }  # fmt: skip
 # How often each operator is drawn (among those that apply to the frame).
