@@ -162,12 +162,12 @@ class RequestGenerator:
         if isinstance(kind, PrimitiveTupleField):
             if nullable and self.rng.random() < 0.1:
                 return None
-            return self._primitive_array(field)
+            return self._primitive_array(parent, field)
         return self._primitive(parent, field, nullable)
 
     # --- values ------------------------------------------------------------------------------
 
-    def _primitive_array(self, field: Field[Any]) -> tuple[Any, ...]:
+    def _primitive_array(self, parent: type, field: Field[Any]) -> tuple[Any, ...]:
         name = field.name
         rng = self.rng
         if name in ("partitions", "partition_indexes"):
@@ -193,7 +193,7 @@ class RequestGenerator:
         kafka_type = field.metadata["kafka_type"]
         if kafka_type in INT_WIDTH:
             return tuple(self._int(name, INT_WIDTH[kafka_type]) for _ in range(rng.randint(0, 3)))
-        return tuple(self._string(object, name, field.type) for _ in range(rng.randint(0, 2)))
+        return tuple(self._string(parent, name, field.type) for _ in range(rng.randint(0, 2)))
 
     def _primitive(self, parent: type, field: Field[Any], nullable: bool) -> Any:
         kafka_type = field.metadata["kafka_type"]
