@@ -84,9 +84,11 @@ class BrokerLifecycleManager:
         loop = asyncio.get_running_loop()
         metadata_loop = self._local_metadata_loop if self.local_controller is not None else self._metadata_loop
         self._tasks.append(loop.create_task(metadata_loop()))
+        self._tasks[-1].add_done_callback(_report_failure)
         await self._cluster_id_known.wait()
         await self._register()
         self._tasks.append(loop.create_task(self._heartbeat_loop()))
+        self._tasks[-1].add_done_callback(_report_failure)
         await self.unfenced.wait()
         while not self.image.is_live(self.broker.node_id) and not self._stopped:
             self._replayed.clear()
@@ -196,6 +198,10 @@ class BrokerLifecycleManager:
                 self._find_controller()
                 await asyncio.sleep(min(interval, RETRY_BACKOFF_S))
                 continue
+            log.debug("heartbeat to controller %d at metadata offset %d (next %d, local hw %s): %s, fenced %s",
+                      self.controller_id, self.image.offset, self.next_metadata_offset,
+                      self.local_controller.high_watermark if self.local_controller else None,
+                      ErrorCode(response.error_code).name, response.is_fenced)
             if response.error_code == ErrorCode.not_controller:
                 self._find_controller()
                 await asyncio.sleep(RETRY_BACKOFF_S)
@@ -274,7 +280,7 @@ class BrokerLifecycleManager:
         while not self._stopped:
             committed = node.high_watermark
             if committed > self.next_metadata_offset:
-                await self._replay(node.committed_records(self.next_metadata_offset, committed), committed)
+                await self._replay(node.metadata_batches(self.next_metadata_offset), committed)
                 continue
             try:
                 await asyncio.wait_for(node.controller.wait_for_records(), METADATA_FETCH_WAIT_MS / 1000)
@@ -371,3 +377,9 @@ class BrokerLifecycleManager:
         except (ConnectionError, TimeoutError) as exc:
             log.warning("forwarding API %d to the controller failed: %s", api_key, exc)
             return None
+
+
+def _report_failure(task: asyncio.Task[None]) -> None:
+    """A loop of the lifecycle that ends with an error would leave the broker silently stale."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s stopped with an error", task.get_coro().__qualname__, exc_info=task.exception())

@@ -51,7 +51,10 @@ async def _serve(config: KafkaConfig) -> None:
     bound: list[tuple[str, str, int]] = []
     try:
         if "controller" in config.process_roles:
-            cluster_id = init_log_dirs(config.log_dirs, config.node_id, invent_cluster_id=True)
+            # Only a quorum's sole voter invents its cluster id; several voters take the one
+            # the first active controller writes into the metadata log.
+            sole_voter = [node for node, _host, _port in config.quorum_voters] == [config.node_id]
+            cluster_id = init_log_dirs(config.log_dirs, config.node_id, invent_cluster_id=sole_voter)
             controller = ControllerNode(config, cluster_id)
             if not await _started(controller.start(), stop):
                 return

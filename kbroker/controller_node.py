@@ -19,6 +19,7 @@ import time
 from kbroker.config import KafkaConfig
 from kbroker.controller_handlers import CONTROLLER_HANDLERS
 from kbroker.dispatcher import Dispatcher
+from kbroker.meta_properties import adopt_cluster_id, random_id
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.quorum_driver import QuorumDriver
 from kbroker.replication.legacy_catalogue import legacy_records, mark_imported
@@ -51,7 +52,6 @@ class ControllerNode:
         self.quorum: QuorumDriver | None = None
         self.controller = QuorumController(self.metadata_log, ControllerSettings(
             node_id=self.node_id,
-            cluster_id=cluster_id,
             session_timeout_ms=config.get_int("broker.session.timeout.ms"),
             default_partitions=config.get_int("num.partitions"),
             default_replication_factor=config.get_int("default.replication.factor"),
@@ -147,13 +147,20 @@ class ControllerNode:
             "name": "min.insync.replicas", "value": self.config.get("min.insync.replicas"),
         }]
         records += legacy_records(log_dir, self.node_id)
-        self.controller.bootstrap(records, int(time.time() * 1000))
+        # A voter of a quorum of several knows no cluster id of its own (one of them invents it
+        # here, the others adopt it from the log); a single node's is in its meta.properties.
+        self.cluster_id = self.cluster_id or random_id()
+        self.controller.bootstrap(self.cluster_id, records, int(time.time() * 1000))
         mark_imported(log_dir)
 
-    def committed_records(self, start: int, end: int) -> bytes:
-        """Whole batches of the metadata log from the one holding ``start``, below ``end`` (the
-        high watermark) at most one read's worth: what this node's own broker replays."""
-        piece = self.metadata_log.read(start, METADATA_READ_BYTES, end, True)
+    def metadata_batches(self, start: int) -> bytes:
+        """Whole batches of the metadata log from the one holding ``start``, one read's worth:
+        what this node's own broker replays up to the high watermark.
+
+        The read is not cut at the high watermark: a voter's batches need not end where the
+        quorum's agreement does (a follower batches the entries of each fetch), so the batch
+        holding the high watermark is read whole and the replayer applies what lies below it."""
+        piece = self.metadata_log.read(start, METADATA_READ_BYTES, self.metadata_log.log_end_offset, True)
         return b"" if piece is None else piece.segment.read_bytes(piece.position, piece.length)
 
     def _adopt_cluster_id(self) -> None:
@@ -164,6 +171,7 @@ class ControllerNode:
                 if record["type"] == "ClusterIdRecord":
                     self.cluster_id = record["cluster_id"]
                     self._cluster_id_from_log = True
+                    adopt_cluster_id(self.config.log_dirs, self.node_id, self.cluster_id)
                 return
 
     @property

@@ -55,7 +55,6 @@ UNCLEAN_ELECTION = 1
 @dataclass(slots=True, frozen=True)
 class ControllerSettings:
     node_id: int
-    cluster_id: str
     session_timeout_ms: int
     default_partitions: int
     default_replication_factor: int
@@ -98,10 +97,10 @@ class QuorumController:
         log.info("controller %d active at epoch %d, metadata offset %d",
                  self.settings.node_id, self.epoch, self.image.offset)
 
-    def bootstrap(self, records: Sequence[MetadataRecord], now_ms: int) -> None:
+    def bootstrap(self, cluster_id: str, records: Sequence[MetadataRecord], now_ms: int) -> None:
         """A new cluster's first records: its id, then ``records`` (what Kafka's storage format
         writes: the cluster-wide min.insync.replicas; an imported single-node catalogue)."""
-        self._commit([{"type": "ClusterIdRecord", "cluster_id": self.settings.cluster_id}, *records], now_ms)
+        self._commit([{"type": "ClusterIdRecord", "cluster_id": cluster_id}, *records], now_ms)
 
     def deactivate(self) -> None:
         if self.active:

@@ -10,6 +10,7 @@ import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_builder import build_batch
 from kbroker.replication.partition import DataWaiter, Partition
+from kbroker.replication.partition_registration import PartitionRegistration
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
 
@@ -52,8 +53,21 @@ def test_finished_waits_are_forgotten(tmp_path):
 
 
 def test_acks_all_needs_min_insync_replicas(tmp_path):
+    """Two replicas, only the leader in sync, min.insync.replicas=2: NOT_ENOUGH_REPLICAS and
+    nothing appended."""
     partition = make_partition(tmp_path, min_insync_replicas=2)
+    now_ms = int(time.time() * 1000)
+    partition.become_leader(PartitionRegistration(replicas=(1, 2), isr=(1,), leader=1, leader_epoch=0,
+                                                  partition_epoch=0), now_ms)
     with pytest.raises(KafkaError) as err:
-        partition.append_as_leader(records(), required_acks=-1, now_ms=int(time.time() * 1000))
+        partition.append_as_leader(records(), required_acks=-1, now_ms=now_ms)
     assert err.value.code == ErrorCode.not_enough_replicas
     assert partition.log_end_offset == 0
+
+
+def test_acks_all_on_one_replica_needs_only_the_leader(tmp_path):
+    """Kafka 4 compares the ISR with the effective min ISR (min.insync.replicas capped at the
+    replication factor): a topic of one replica accepts acks=all where min.insync.replicas=2."""
+    partition = make_partition(tmp_path, min_insync_replicas=2)
+    info = partition.append_as_leader(records(), required_acks=-1, now_ms=int(time.time() * 1000))
+    assert info.last_offset == 0

@@ -28,13 +28,13 @@ def make_controller(tmp_path, epoch: int = 1, **defaults: str) -> QuorumControll
     plog.load(clean_shutdown=False)
     raft_log = PartitionRaftLog(plog)
     settings = ControllerSettings(
-        node_id=100, cluster_id="test-cluster", session_timeout_ms=SESSION_MS, default_partitions=1,
+        node_id=100, session_timeout_ms=SESSION_MS, default_partitions=1,
         default_replication_factor=3, broker_default={"min.insync.replicas": "2", **defaults}.get,
     )
     controller = QuorumController(plog, settings, lambda payloads: raft_log.append(epoch, payloads))
     controller.activate(epoch, now_ms=0)
     if not controller.image.cluster_id:  # a new cluster: its first records, as the controller node writes them
-        controller.bootstrap([], now_ms=0)
+        controller.bootstrap("test-cluster", [], now_ms=0)
     return controller
 
 
