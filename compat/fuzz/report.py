@@ -80,6 +80,8 @@ class TargetRun:
     slowest_liveness_s: float = 0.0
     crashes: list[dict[str, Any]] = field(default_factory=list)
     restarts: int = 0
+    restart_seconds: list[float] = field(default_factory=list)  # how long each restart took to listen
+    aborted: str | None = None  # why the run ended before its last case, if it did
     unexplained_log: list[str] = field(default_factory=list)
     unexplained_log_count: int = 0
     explained_log: Counter[str] = field(default_factory=Counter)
@@ -149,6 +151,8 @@ class TargetRun:
         out += [f"unexplained ERROR: {e}" for e in self.unexplained_log]
         out += [f"disk: {v}" for v in self.disk_violations]
         out += [f"bad answer: {b}" for b in self.bad_answers]
+        if self.aborted:
+            out.append(f"run ended early: {self.aborted}")
         return out
 
 
@@ -186,7 +190,8 @@ def render(runs: list[TargetRun], command: str) -> str:
     lines += [
         "",
         f"Seed {runs[0].seed}; settings: `{json.dumps(runs[0].settings, sort_keys=True)}`. Outcomes are defined in "
-        "`compat/fuzz/report.py`; each cell is " + " / ".join(names) + ".",
+        "`compat/fuzz/report.py`; each cell is " + " / ".join(names) + ". A case counts under the API of the frame "
+        "it was made from; a mutated header can make it another API's request, so codes of other APIs appear.",
         "",
         "| API | key | frames | ok | error | silent | closed | incomplete | parked | hang | crash | bad answer | "
         "slowest answer (s) |",
@@ -224,6 +229,10 @@ def render(runs: list[TargetRun], command: str) -> str:
                      f"{', '.join(f'v{v}' for v in recorded) or '–'} |")  # fmt: skip
     for r in runs:
         lines += ["", f"## {r.target}", ""]
+        if r.aborted:
+            lines += [f"**The run ended after {r.frames:,} frames:** {r.aborted}", ""]
+        if r.restart_seconds:
+            lines += [f"Restarts took {', '.join(f'{s:.0f} s' for s in r.restart_seconds)} to listen again.", ""]
         lines.append("Frames by source: " + ", ".join(f"{s} {n:,}" for s, n in sorted(r.sources.items())) + ".")
         if r.explained_log:
             intro = ("ERROR records naming the request they came from (\"unexpected error handling <API>\"; the "

@@ -20,7 +20,9 @@ new connection within ``liveness_deadline_s``; the log and the data directory ar
 (``invariants.py``); the peak RSS is sampled; topics the fuzz run created are deleted once they
 pass ``CLEANUP_TOPICS`` / ``CLEANUP_PARTITIONS`` (every accepted create adds directories and
 descriptors, on both brokers), and deleted world topics are created again. A dead or
-unresponsive broker is recorded, killed and started again on the same data, and the run goes on.
+unresponsive broker is recorded, killed and started again on the same data (waiting up to
+``RECOVERY_WAIT_S`` for it to listen), and the run goes on; a broker that does not come back
+ends the target's run, with the reason in its report.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from compat.fuzz.layout import LayoutError, walk
 from compat.fuzz.mutators import Limits
 from compat.fuzz.report import BAD_ANSWER, CLOSED, CRASH, ERROR, HANG, INCOMPLETE, OK, PARKED, SILENT, TargetRun
 from compat.fuzz.responses import Effects, answer_codes, decode_answer, decode_request
-from compat.targets import KafkaTarget, KbrokerTarget, tail
+from compat.targets import KafkaTarget, KbrokerTarget, tail, wait_for_port
 
 PRODUCE, JOIN_GROUP, SYNC_GROUP = 0, 11, 14
 WAITING_FOR_MEMBERS = frozenset({JOIN_GROUP, SYNC_GROUP})
@@ -57,6 +59,7 @@ CLEANUP_PARTITIONS = 2_000
 INTERNAL_PREFIX = "__"
 UNEXPLAINED_KEPT = 20
 LAG_TICK_S = 0.1
+RECOVERY_WAIT_S = 900.0  # a restarted broker may take this long to listen again
 
 
 @dataclass
@@ -78,10 +81,16 @@ FuzzTarget = KafkaTarget | KbrokerTarget  # process targets: a pid, a log file a
 def make_target(name: str, workdir: Path, kbroker_python: str) -> FuzzTarget:
     """A Kafka 4.3.1 or kbroker target under ``workdir`` (same server.properties, loopback)."""
     if name == "kafka":
-        return KafkaTarget(workdir / "kafka")
+        # WARN: Kafka's INFO records for every connection and partition are most of its log
+        # volume in a fuzz run; only ERROR records are read.
+        return KafkaTarget(workdir / "kafka", log_level="WARN")
     if name == "kbroker":
         return KbrokerTarget(workdir / "kbroker", python=kbroker_python)
     raise ValueError(f"unknown target {name!r}")
+
+
+class BrokerGone(RuntimeError):
+    """The broker could not be started again: the target's run ends here."""
 
 
 class Connection:
@@ -151,16 +160,10 @@ class Runner:
         lag_watch = asyncio.ensure_future(self._watch_loop_lag())
         try:
             await self._prepare()
-            while self.next_index < self.end_index or self.retry:
-                self.batch_end = min(self.next_index + self.settings.batch, self.end_index)
-                await asyncio.gather(*(self._worker() for _ in range(self.settings.workers)))
-                checked_at = time.monotonic()
-                await self._check()
-                self.result.check_seconds += time.monotonic() - checked_at
-                self.result.seconds = time.monotonic() - started
-                self._report_progress()
-                if self.save_to is not None:
-                    self.result.save(self.save_to)
+            await self._batches(started)
+        except (BrokerGone, control.ControlError) as exc:  # not started again, or its set-up failed
+            self.result.aborted = str(exc)
+            self.progress(f"[{self.target.name}] run ended early: {exc}")
         finally:
             lag_watch.cancel()
             if self.target.is_running():
@@ -172,6 +175,18 @@ class Runner:
             if self.save_to is not None:
                 self.result.save(self.save_to)
         return self.result
+
+    async def _batches(self, started: float) -> None:
+        while self.next_index < self.end_index or self.retry:
+            self.batch_end = min(self.next_index + self.settings.batch, self.end_index)
+            await asyncio.gather(*(self._worker() for _ in range(self.settings.workers)))
+            checked_at = time.monotonic()
+            await self._check()
+            self.result.check_seconds += time.monotonic() - checked_at
+            self.result.seconds = time.monotonic() - started
+            self._report_progress()
+            if self.save_to is not None:
+                self.result.save(self.save_to)
 
     async def _watch_loop_lag(self) -> None:
         """The fuzzer's own event loop falling behind would look like a broker not answering:
@@ -466,7 +481,20 @@ class Runner:
             self.target.kill()
         else:
             self.target.proc = None
-        self.target.start()
+        started = time.monotonic()
+        try:
+            self.target.start()
+        except RuntimeError:
+            # Still recovering its logs after the kill (Kafka with thousands of partitions on a
+            # busy machine takes minutes): wait for the same process, a new one would start over.
+            if not self.target.is_running():
+                raise BrokerGone(f"{self.target.name} exited while starting again; see {self.target.log}") from None
+            try:
+                await asyncio.to_thread(wait_for_port, self.target.port, self.target.is_running, RECOVERY_WAIT_S,
+                                        self.target.name, self.target.log)  # fmt: skip
+            except RuntimeError as exc:
+                raise BrokerGone(str(exc)) from None
+        self.result.restart_seconds.append(round(time.monotonic() - started, 1))
         self.result.restarts += 1
         self.down = None
         self.in_flight.clear()
