@@ -1,6 +1,6 @@
 # A kbroker node: `docker build -t kbroker:0.1.0 .` then `docker run -p 9092:9092 kbroker:0.1.0`
 # (README, "Run it in a container"). Settings come from KAFKA_* variables, a mounted
-# /mnt/shared/config/server.properties and the image's defaults (kbroker/container_config.py).
+# /mnt/shared/config/server.properties and the image's defaults (kbroker/container/container_config.py).
 #
 # Build arguments: BASE_IMAGE, any image with python3 (3.11+) and its venv module. The default
 # is the slim Python image of the Debian release and Python version the suite runs on.

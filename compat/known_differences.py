@@ -11,7 +11,7 @@ from __future__ import annotations
 
 _BROKER_KEYS = (
     "Kafka 4.3 describes every broker config key it has (~138 for broker 1); kbroker describes "
-    "only the keys it knows (kbroker/config.py BROKER_CONFIGS)."
+    "only the keys it knows (kbroker/config/kafka_config.py BROKER_CONFIGS)."
 )
 
 _EXCESSIVE_GROWTH = (

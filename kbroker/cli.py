@@ -16,13 +16,14 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from kbroker import container_entrypoint, healthcheck
-from kbroker.broker import Broker
-from kbroker.config import ConfigError, KafkaConfig
-from kbroker.controller_node import ControllerNode
-from kbroker.meta_properties import init_log_dirs
-from kbroker.open_file_limit import raise_open_file_limit
-from kbroker.rate_limited_log import RateLimitedLogger, rate_limit_loop_errors
+from kbroker.config.kafka_config import ConfigError, KafkaConfig
+from kbroker.container import entrypoint as container_entrypoint
+from kbroker.container import healthcheck
+from kbroker.network.rate_limited_log import RateLimitedLogger, rate_limit_loop_errors
+from kbroker.node.broker import Broker
+from kbroker.node.controller_node import ControllerNode
+from kbroker.node.meta_properties import init_log_dirs
+from kbroker.node.open_file_limit import raise_open_file_limit
 
 
 def build_parser() -> argparse.ArgumentParser:

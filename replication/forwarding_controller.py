@@ -4,7 +4,7 @@ The catalogue is not decided here: it is the broker's MetadataImage, replayed fr
 controller quorum's metadata log (``sync_from_image``), and every change a client asks for
 (create/delete topics, partitions, topic configs) is forwarded to the active controller with
 the same Kafka request, as KRaft brokers do (in process on a combined node: see
-kbroker/controller_channel.py). Answers wait until the change has reached this broker's image,
+kbroker/cluster/controller_channel.py). Answers wait until the change has reached this broker's image,
 so a client that creates a topic and then asks this broker for its metadata sees it. The read
 side — topics, partition registrations, resolved topic configs over the cluster-wide dynamic
 and static broker layers — is what request handlers use. ``__consumer_offsets`` and
@@ -37,10 +37,10 @@ from kio.schema.delete_topics.v6 import request as delete_topics_v6
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs_v1
 
 from .loop_turns import LoopTurns
-from .metadata_image import TOPIC_RESOURCE, MetadataImage
-from .partition_registration import PartitionRegistration
+from .quorum.metadata_image import TOPIC_RESOURCE, MetadataImage
+from .quorum.partition_registration import PartitionRegistration
+from .quorum.topic_rules import TopicInfo, check_replica_lists, validate_topic_name
 from .replica_manager import ReplicaManager
-from .topic_rules import TopicInfo, check_replica_lists, validate_topic_name
 
 log = logging.getLogger(__name__)
 

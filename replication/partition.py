@@ -30,7 +30,7 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import HEADER_SIZE, read_header
 from kbroker.storage.log import AppendInfo, FetchSlice, PartitionLog
 
-from .partition_registration import NO_LEADER, PartitionRegistration
+from .quorum.partition_registration import NO_LEADER, PartitionRegistration
 from .replica_state import ReplicaState
 from .replication_settings import AlterPartition
 

@@ -28,7 +28,7 @@ from kbroker.storage.log_manager import LogManager
 from kbroker.storage.transaction_index import AbortedTxn
 
 from .partition import DataWaiter, Partition
-from .partition_registration import PartitionRegistration
+from .quorum.partition_registration import PartitionRegistration
 from .replica_fetcher import ReplicaFetcherManager
 from .replication_settings import ClusterLinks, ReplicationSettings
 

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from .partition_registration import PartitionRegistration
+from .quorum.partition_registration import PartitionRegistration
 
 # topic, partition, topic_id, leader_epoch, partition_epoch, new_isr -> the controller's answer.
 # Raises KafkaError carrying the controller's error code (e.g. INVALID_UPDATE_VERSION).

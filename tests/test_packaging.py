@@ -12,9 +12,10 @@ import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAYERS = {"protocol": 0, "storage": 1, "replication": 2, "kbroker": 3, "spark": 4}
-SUBPACKAGES = ["kbroker", "kbroker.protocol", "kbroker.storage", "kbroker.replication", "kbroker.handlers",
-               "kbroker.controller_handlers", "kbroker.groups", "kbroker.transactions", "kbroker.spark",
-               "kbroker.spark.connector"]
+SUBPACKAGES = ["kbroker", "kbroker.protocol", "kbroker.storage", "kbroker.replication",
+               "kbroker.replication.quorum", "kbroker.network", "kbroker.handlers", "kbroker.controller_handlers",
+               "kbroker.node", "kbroker.cluster", "kbroker.config", "kbroker.container", "kbroker.groups",
+               "kbroker.transactions", "kbroker.testing", "kbroker.spark", "kbroker.spark.connector"]
 
 
 def test_wheel_installs_and_imports_in_fresh_venv(tmp_path):

@@ -174,7 +174,7 @@ def test_answer_codes_reads_every_error_code() -> None:
 
 KBROKER_LOG = """\
 2026-11-26 06:29:34,192 INFO kbroker: started
-2026-11-26 06:29:35,001 ERROR kbroker.dispatcher: unexpected error handling produce v9 (correlation id 7) from x
+2026-11-26 06:29:35,001 ERROR kbroker.network.dispatcher: unexpected error handling produce v9 (correlation id 7) from x
 Traceback (most recent call last):
   File "x.py", line 1, in f
 TypeError: boom

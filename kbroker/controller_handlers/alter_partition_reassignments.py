@@ -4,14 +4,14 @@ Per partition: NONE when the reassignment was started (or completed at once, whe
 replicas are already in sync), NO_REASSIGNMENT_IN_PROGRESS for a cancel with nothing to cancel,
 INVALID_REPLICA_ASSIGNMENT for an empty list, a broker twice or an unregistered broker,
 INVALID_REPLICATION_FACTOR when v1's allow_replication_factor_change is false and the count
-changes (KIP-860), UNKNOWN_TOPIC_OR_PARTITION. Rules: replication/partition_reassignment.py.
+changes (KIP-860), UNKNOWN_TOPIC_OR_PARTITION. Rules: replication/quorum/partition_reassignment.py.
 """
 
 from __future__ import annotations
 
 import time
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

@@ -1,12 +1,12 @@
 """BeginQuorumEpoch (key 53), v0, between controller voters: handed to this node's Raft state machine.
 
-See replication/raft.py for the rules and replication/raft_wire.py for the mapping; the answer
+See replication/quorum/raft.py for the rules and replication/quorum/raft_wire.py for the mapping; the answer
 is what the RaftNode replies. Only the metadata partition (``__cluster_metadata-0``) exists.
 """
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 
 API_KEY = 53
 MIN_VERSION = 0

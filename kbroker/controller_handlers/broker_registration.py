@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-from kbroker.context import RequestContext
-from kbroker.controller_channel import LOCAL_HOST
+from kbroker.cluster.controller_channel import LOCAL_HOST
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

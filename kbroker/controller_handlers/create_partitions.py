@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.topic_rules import check_partitions_added
+from kbroker.replication.quorum.topic_rules import check_partitions_added
 
 API_KEY = 37
 MIN_VERSION = 0

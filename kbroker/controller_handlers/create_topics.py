@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.topic_rules import check_partitions_requested, validate_topic_name
+from kbroker.replication.quorum.topic_rules import check_partitions_requested, validate_topic_name
 from kbroker.storage.log_config import InvalidConfig, validate_topic_config
 
 API_KEY = 19

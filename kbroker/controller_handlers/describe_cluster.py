@@ -7,9 +7,9 @@ as Kafka answers.
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
 from kbroker.handlers.describe_cluster import ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS
 from kbroker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
 

@@ -9,10 +9,10 @@ UNKNOWN_TOPIC_OR_PARTITION; Kafka asks the leader, and so does kafka-metadata-qu
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.replication.metadata_image import METADATA_TOPIC
+from kbroker.replication.quorum.metadata_image import METADATA_TOPIC
 
 API_KEY = 55
 MIN_VERSION = 0

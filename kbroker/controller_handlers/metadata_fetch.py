@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.replication.metadata_image import METADATA_TOPIC
+from kbroker.replication.quorum.metadata_image import METADATA_TOPIC
 
 API_KEY = 1
 MIN_VERSION = 12

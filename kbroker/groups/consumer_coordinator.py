@@ -50,7 +50,7 @@ from kbroker.groups.consumer_group import (
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from kbroker.config import KafkaConfig
+    from kbroker.config.kafka_config import KafkaConfig
     from kbroker.groups.coordinator import GroupCoordinator
     from kbroker.groups.offset_store import OffsetStore
     from kbroker.replication.forwarding_controller import ForwardingController

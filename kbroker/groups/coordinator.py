@@ -23,7 +23,7 @@ from kbroker.groups.offset_store import OffsetAndMetadata, OffsetStore
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from kbroker.config import KafkaConfig
+    from kbroker.config.kafka_config import KafkaConfig
     from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
     from kbroker.groups.consumer_group import ConsumerGroup
     from kbroker.groups.partition_ownership import GroupPartitionOwnership

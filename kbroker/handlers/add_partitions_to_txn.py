@@ -14,7 +14,7 @@ comes from partition leaders verifying a transactional write (AddPartitionsToTxn
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

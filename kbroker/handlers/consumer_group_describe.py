@@ -12,8 +12,8 @@ as there is no authorizer.
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
 from kbroker.groups.assignors import Assignment
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import datetime
 
-from kbroker.context import RequestContext
 from kbroker.groups.assignors import Assignment
 from kbroker.groups.consumer_coordinator import HeartbeatRequest
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

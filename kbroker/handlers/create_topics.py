@@ -19,10 +19,10 @@ Deviation: the request timeout is unused; creation is synchronous and done on re
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, has_field, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.topic_rules import TopicInfo, check_partitions_requested
+from kbroker.replication.quorum.topic_rules import TopicInfo, check_partitions_requested
 from kbroker.storage.log_config import resolve_topic_configs
 
 API_KEY = 19

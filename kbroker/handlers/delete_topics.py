@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

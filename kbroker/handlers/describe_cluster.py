@@ -11,7 +11,7 @@ and then all of them (no ACLs yet); otherwise Kafka's "omitted" value, INT32_MIN
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
 

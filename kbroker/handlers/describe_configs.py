@@ -24,12 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kbroker.config import BROKER_CONFIGS
-from kbroker.config_resources import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, check_broker_resource
-from kbroker.context import RequestContext
+from kbroker.config.config_resources import (
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_TOPIC,
+    check_broker_resource,
+)
+from kbroker.config.kafka_config import BROKER_CONFIGS
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.topic_rules import validate_topic_name
+from kbroker.replication.quorum.topic_rules import validate_topic_name
 from kbroker.storage.log_config import ConfigEntry, ConfigSource
 
 API_KEY = 32

@@ -7,7 +7,7 @@ transaction (-1 if none). An unknown partition gets UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

@@ -13,10 +13,10 @@ boundary the cursor names the next topic's partition 0, as Kafka does.
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.replication.partition_registration import NO_LEADER
+from kbroker.replication.quorum.partition_registration import NO_LEADER
 
 from .metadata import TOPIC_OPERATIONS
 

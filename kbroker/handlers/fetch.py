@@ -29,7 +29,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from kbroker.context import EncodedResponse, RequestContext
+from kbroker.network.context import EncodedResponse, RequestContext
 from kbroker.protocol.codec import encode_unsigned_varint, response_header
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.wire import Writer

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import logging
 
-from kbroker.context import RequestContext
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_TOPIC_CONFIGS, partition_for

@@ -9,7 +9,7 @@ accepted, as Kafka does.
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 
 API_KEY = 12

@@ -18,7 +18,7 @@ and other resource types.
 
 from __future__ import annotations
 
-from kbroker.config_resources import (
+from kbroker.config.config_resources import (
     DEFAULT_TOPIC_RESOURCE,
     DYNAMIC_BROKER_CONFIGS_UNSUPPORTED,
     RESOURCE_BROKER,
@@ -28,7 +28,7 @@ from kbroker.config_resources import (
     check_broker_resource,
     null_value_error,
 )
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.log_config import TOPIC_CONFIGS, ConfigType

@@ -21,7 +21,7 @@ session is aborted asynchronously and the request answered CONCURRENT_TRANSACTIO
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

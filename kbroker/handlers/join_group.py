@@ -16,7 +16,7 @@ member of it, after an online upgrade) is answered at once by kbroker/groups/cla
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 
 API_KEY = 11

@@ -8,7 +8,7 @@ a rebalance; an unknown group is a top-level UNKNOWN_MEMBER_ID.
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 
 API_KEY = 13

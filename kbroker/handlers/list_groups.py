@@ -8,8 +8,8 @@ to case, as Kafka's. Dead groups are not listed.
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
 from kbroker.groups.classic_group import GroupState
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
 

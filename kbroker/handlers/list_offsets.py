@@ -21,7 +21,7 @@ Deviation: the v10+ timeout is unused: there is no remote storage to wait for.
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.partition import Partition

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import datetime
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.partition_registration import NO_LEADER
+from kbroker.replication.quorum.partition_registration import NO_LEADER
 
 API_KEY = 3
 MIN_VERSION = 0

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import time
 
-from kbroker.context import RequestContext
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import OffsetAndMetadata
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

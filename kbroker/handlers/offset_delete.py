@@ -9,8 +9,8 @@ UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
-from kbroker.context import RequestContext
 from kbroker.coordinator_errors import coordinator_write_error
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 

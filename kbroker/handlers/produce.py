@@ -35,7 +35,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from kbroker.context import NO_RESPONSE, EncodedResponse, RequestContext
+from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext
 from kbroker.protocol.codec import MalformedRequest, response_header
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.records import HEADER_SIZE, read_header

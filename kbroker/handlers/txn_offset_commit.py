@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import time
 
-from kbroker.context import RequestContext
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetAndMetadata
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.context import RequestContext
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import build, response_module
 from kbroker.transactions.marker_channel import write_marker_replicated
 

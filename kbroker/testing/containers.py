@@ -23,7 +23,7 @@ from typing import Any
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.waiting_utils import WaitStrategy, WaitStrategyTarget
 
-from kbroker.healthcheck import NotReady, Probe, check_ready
+from kbroker.container.healthcheck import NotReady, Probe, check_ready
 
 DEFAULT_IMAGE = "kbroker:0.1.0"
 CONTROLLER_ID = 100
@@ -36,7 +36,7 @@ def _free_port() -> int:
 
 
 class KbrokerReady(WaitStrategy):
-    """Wait until the node answers as ready for clients (:func:`kbroker.healthcheck.check_ready`)."""
+    """Wait until the node answers as ready for clients (:func:`kbroker.container.healthcheck.check_ready`)."""
 
     def __init__(self, probe: Probe) -> None:
         super().__init__()

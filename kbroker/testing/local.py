@@ -4,7 +4,7 @@
 free loopback port in a temporary directory and yields a :class:`LocalBroker`;
 ``kafka_cluster(n)`` starts a replicated cluster — one controller and ``n`` brokers — and yields
 a :class:`LocalCluster`. Both return once clients can use them: every broker answers a Metadata
-request listing all brokers and a controller (:mod:`kbroker.healthcheck`), not merely once a port
+request listing all brokers and a controller (:mod:`kbroker.container.healthcheck`), not merely once a port
 is open. Nodes are forked from a template process that has kbroker imported already
 (:mod:`kbroker.testing.zygote`), so a start costs tens of milliseconds, and each node is a process
 of its own: ``kill()`` is a real ``kill -9``, ``restart()`` starts it again on the same port and data.
@@ -30,7 +30,7 @@ from typing import Any
 from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.metadata.v12 import request as metadata_v12
 
-from kbroker.healthcheck import METADATA, NotReady, Probe, call, wait_ready
+from kbroker.container.healthcheck import METADATA, NotReady, Probe, call, wait_ready
 from kbroker.testing.zygote import Zygote
 
 HOST = "127.0.0.1"

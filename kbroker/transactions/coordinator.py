@@ -42,7 +42,7 @@ from kbroker.transactions.transaction_log import (
 
 if TYPE_CHECKING:
     from kbroker.replication.forwarding_controller import ForwardingController
-    from kbroker.replication.producer_ids import ControllerProducerIdManager
+    from kbroker.replication.quorum.producer_ids import ControllerProducerIdManager
     from kbroker.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)

@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
-from kbroker.broker import Broker
-from kbroker.config import KafkaConfig
-from kbroker.controller_node import ControllerNode
+from kbroker.config.kafka_config import KafkaConfig
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
-from kbroker.meta_properties import init_log_dirs
+from kbroker.node.broker import Broker
+from kbroker.node.controller_node import ControllerNode
+from kbroker.node.meta_properties import init_log_dirs
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_TOPIC_CONFIGS
 
 DEADLINE_S = 20.0

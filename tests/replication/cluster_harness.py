@@ -19,15 +19,15 @@ from dataclasses import dataclass, replace
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.partition import DataWaiter, Partition
-from kbroker.replication.partition_registration import PartitionRegistration
+from kbroker.replication.quorum.partition_registration import PartitionRegistration
 from kbroker.replication.replica_manager import ReplicaManager
 from kbroker.replication.replication_settings import ClusterLinks, ReplicationSettings
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
 
-from kbroker.dispatcher import Dispatcher
 from kbroker.handlers import fetch, offset_for_leader_epoch, produce
-from kbroker.socket_server import SocketServer, SocketServerSettings
+from kbroker.network.dispatcher import Dispatcher
+from kbroker.network.socket_server import SocketServer, SocketServerSettings
 
 MAX_REQUEST = 100 * 1024 * 1024
 

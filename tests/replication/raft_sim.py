@@ -1,4 +1,4 @@
-"""Deterministic simulation of the controller quorum (`kbroker.replication.raft`) under one seed.
+"""Deterministic simulation of the controller quorum (`kbroker.replication.quorum.raft`) under one seed.
 
 Nodes run in process on a virtual clock; a simulated network delays, loses, duplicates and reorders
 messages; nodes crash (volatile state lost, quorum state and log kept) and restart; partitions come and
@@ -19,8 +19,8 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 
-from kbroker.replication.raft import MemoryQuorumState, MemoryRaftLog, RaftConfig, RaftNode, RaftRole
-from kbroker.replication.raft_messages import Outbound, RaftMessage
+from kbroker.replication.quorum.raft import MemoryQuorumState, MemoryRaftLog, RaftConfig, RaftNode, RaftRole
+from kbroker.replication.quorum.raft_messages import Outbound, RaftMessage
 
 TICK_MS = 10
 FAULT_PHASE_MS = 3_000

@@ -10,7 +10,7 @@ import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_builder import build_batch
 from kbroker.replication.partition import DataWaiter, Partition
-from kbroker.replication.partition_registration import PartitionRegistration
+from kbroker.replication.quorum.partition_registration import PartitionRegistration
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
 

@@ -17,7 +17,7 @@ import pytest
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.record_builder import build_batch
 from kbroker.replication.partition import DataWaiter
-from kbroker.replication.partition_registration import PartitionRegistration
+from kbroker.replication.quorum.partition_registration import PartitionRegistration
 from kbroker.replication.replica_manager import FetchParams, FetchRequestPartition, ProduceResult
 from kbroker.replication.replication_settings import ReplicationSettings
 from kbroker.storage.log_config import LogConfig

@@ -12,10 +12,10 @@ import uuid
 
 import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.metadata_image import MetadataImage, decode_batch
-from kbroker.replication.partition_registration import NO_LEADER
-from kbroker.replication.quorum_controller import ControllerSettings, QuorumController
-from kbroker.replication.raft_log import PartitionRaftLog
+from kbroker.replication.quorum.metadata_image import MetadataImage, decode_batch
+from kbroker.replication.quorum.partition_registration import NO_LEADER
+from kbroker.replication.quorum.quorum_controller import ControllerSettings, QuorumController
+from kbroker.replication.quorum.raft_log import PartitionRaftLog
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
 

@@ -1,10 +1,10 @@
-"""Targeted, hand-driven scenarios for the controller quorum's Raft core (`kbroker.replication.raft`)."""
+"""Targeted, hand-driven scenarios for the controller quorum's Raft core (`kbroker.replication.quorum.raft`)."""
 
 from __future__ import annotations
 
 import random
 
-from kbroker.replication.raft import (
+from kbroker.replication.quorum.raft import (
     LEADER_CHANGE_PAYLOAD,
     MemoryQuorumState,
     MemoryRaftLog,
@@ -13,7 +13,7 @@ from kbroker.replication.raft import (
     RaftNode,
     RaftRole,
 )
-from kbroker.replication.raft_messages import (
+from kbroker.replication.quorum.raft_messages import (
     DivergingEpoch,
     EndQuorumEpochRequest,
     FetchRequest,

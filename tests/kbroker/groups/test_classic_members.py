@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
-from kbroker.config import KafkaConfig
+from kbroker.config.kafka_config import KafkaConfig
 from kbroker.groups import classic_members, consumer_group_records
 from kbroker.groups.classic_group import GroupState
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest

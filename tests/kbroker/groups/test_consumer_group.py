@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
-from kbroker.config import KafkaConfig
+from kbroker.config.kafka_config import KafkaConfig
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
 from kbroker.groups.consumer_group import GroupState, MemberState
 

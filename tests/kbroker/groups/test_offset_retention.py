@@ -17,7 +17,7 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from kbroker.config import KafkaConfig
+from kbroker.config.kafka_config import KafkaConfig
 from kbroker.groups.classic_group import GroupState
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
 from kbroker.groups.consumer_group import GroupState as ConsumerState

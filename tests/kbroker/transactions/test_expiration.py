@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.config import KafkaConfig
+from kbroker.config.kafka_config import KafkaConfig
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, TransactionState, partition_for, read_log
 from tests.kbroker.node_in_process import single_node, transaction_coordinator_ready, until
 

@@ -1,0 +1,385 @@
+"""BrokerLifecycleManager: a broker's life with its controller.
+
+It follows the metadata log — on a broker-only node by Fetch of ``__cluster_metadata`` as an
+observer (long-polling); on a combined node (a single node included) by reading what its own
+controller voter has committed, as Kafka's brokers share their node's Raft client — replays it
+into a MetadataImage and hands every change to the ForwardingController (catalogue
+and replicas). It registers the broker (BrokerRegistration: the broker epoch), heartbeats every
+``broker.heartbeat.interval.ms`` (staying fenced until it has replayed the log up to its own
+registration), re-registers when told its epoch is stale, and on shutdown asks for a controlled
+shutdown so leadership moves away before the process exits. It also carries AlterPartition and
+AllocateProducerIds to the controller: in process when the active controller is the local voter
+(LocalControllerClient), else over a socket bound to this broker's own address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.allocate_producer_ids.v0 import request as allocate_v0
+from kio.schema.alter_partition.v3 import request as alter_partition_v3
+from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
+from kio.schema.broker_registration.v4 import request as registration_v4
+from kio.schema.fetch.v12 import request as fetch_v12
+
+from kbroker.cluster.controller_channel import LocalControllerClient
+from kbroker.node.meta_properties import adopt_cluster_id
+from kbroker.protocol.codec import build
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.records import split_batches
+from kbroker.replication.inter_broker_client import InterBrokerClient
+from kbroker.replication.loop_turns import LoopTurns
+from kbroker.replication.quorum.metadata_image import METADATA_TOPIC, MetadataImage, decode_batch
+from kbroker.replication.quorum.partition_registration import PartitionRegistration
+
+if TYPE_CHECKING:
+    from kbroker.node.broker import Broker
+    from kbroker.node.controller_node import ControllerNode
+
+log = logging.getLogger(__name__)
+
+METADATA_FETCH_WAIT_MS = 500
+METADATA_FETCH_MAX_BYTES = 8 * 1024 * 1024
+RETRY_BACKOFF_S = 0.1
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+
+
+class BrokerLifecycleManager:
+    def __init__(self, broker: Broker, bind_host: str, host: str, port: int,
+                 local_controller: ControllerNode | None = None) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.host, self.port = host, port  # this broker's (advertised) inter-broker endpoint
+        self.voters = {node: (h, p) for node, h, p in self.config.quorum_voters}
+        self.source = bind_host or None
+        self.local_controller = local_controller  # this node's own voter (combined node), if any
+        # The active controller, as far as we know: our own voter first, else the first one.
+        self.controller_id = broker.node_id if local_controller is not None else next(iter(self.voters))
+        self._connect()
+        self.image = MetadataImage()
+        self.next_metadata_offset = 0  # the first metadata log offset not yet replayed
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        # KIP-966: the epoch this broker had when it last shut down cleanly (-1: it crashed).
+        self.previous_broker_epoch = broker.log_manager.clean_shutdown_broker_epoch
+        self.fenced = True
+        self.unfenced = asyncio.Event()
+        self._replayed = asyncio.Event()  # set whenever records have been applied to the image
+        self._cluster_id_known = asyncio.Event()
+        self._shutting_down = False
+        # Set by stop(): the loops also end on it, because Python 3.11's asyncio.wait_for can lose a
+        # cancellation that arrives together with the awaited answer; a loop that went on then kept
+        # the process alive after "shut down cleanly" until it was killed.
+        self._stopped = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Register, then return once the controller has unfenced this broker and the broker's
+        own image says so (its Metadata answers then list it)."""
+        loop = asyncio.get_running_loop()
+        metadata_loop = self._local_metadata_loop if self.local_controller is not None else self._metadata_loop
+        self._tasks.append(loop.create_task(metadata_loop()))
+        self._tasks[-1].add_done_callback(_report_failure)
+        await self._cluster_id_known.wait()
+        await self._register()
+        self._tasks.append(loop.create_task(self._heartbeat_loop()))
+        self._tasks[-1].add_done_callback(_report_failure)
+        await self.unfenced.wait()
+        while not self.image.is_live(self.broker.node_id) and not self._stopped:
+            self._replayed.clear()
+            await self._replayed.wait()
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away and fence us; bounded in time."""
+        self._shutting_down = True
+        if self.broker_epoch < 0:
+            return  # never registered: nothing leads here
+        deadline = time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S
+        while time.monotonic() < deadline and self.broker_epoch >= 0:
+            try:
+                response = await self._heartbeat(want_shut_down=True)
+                if response.error_code == ErrorCode.none and response.should_shut_down:
+                    log.info("controlled shutdown complete")
+                    return
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("controlled shutdown: %s", exc)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+        log.warning("controlled shutdown did not complete within %.0f s", CONTROLLED_SHUTDOWN_TIMEOUT_S)
+
+    def _connect(self) -> None:
+        host, port = self.voters[self.controller_id]
+        client_id = f"broker-{self.broker.node_id}"
+        self.control: InterBrokerClient | LocalControllerClient
+        if self.local_controller is not None and self.controller_id == self.broker.node_id:
+            self.control = LocalControllerClient(self.local_controller, client_id)
+        else:
+            self.control = InterBrokerClient(host, port, self.source, client_id)
+        # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.
+        self.metadata = InterBrokerClient(host, port, self.source, client_id + "-metadata")
+
+    def _find_controller(self, hint: int | None = None) -> None:
+        """Talk to another voter: the leader a controller named, or the next one in turn."""
+        if self._stopped:
+            return
+        if hint is None or hint not in self.voters or hint == self.controller_id:
+            if len(self.voters) == 1:
+                return
+            ids = sorted(self.voters)
+            hint = ids[(ids.index(self.controller_id) + 1) % len(ids)]
+        log.info("switching to controller %d", hint)
+        self.control.close()
+        self.metadata.close()
+        self.controller_id = hint
+        self._connect()
+
+    def stop(self) -> None:
+        self._stopped = True
+        for task in self._tasks:
+            task.cancel()
+        self.control.close()
+        self.metadata.close()
+
+    # --- registration and heartbeats ------------------------------------------------------
+
+    async def _register(self) -> None:
+        m = registration_v4
+        while True:
+            listener = m.Listener(name=self.config.get("inter.broker.listener.name") or "PLAINTEXT",
+                                  host=self.host, port=self.port, security_protocol=0)
+            request = build(
+                m.BrokerRegistrationRequest, broker_id=self.broker.node_id, cluster_id=self.broker.cluster_id,
+                incarnation_id=self.incarnation_id, listeners=(listener,), features=(),
+                rack=self.config.get("broker.rack"), is_migrating_zk_broker=False, log_dirs=(),
+                previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
+            )
+            try:
+                response = await self.control.request(62, 4, request, timeout_s=10.0)
+            except (ConnectionError, TimeoutError) as exc:
+                log.info("registration: controller %d not reachable (%s)", self.controller_id, exc)
+                self._find_controller()
+                await asyncio.sleep(RETRY_BACKOFF_S * 5)
+                continue
+            if response.error_code == ErrorCode.not_controller:
+                self._find_controller()
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            if response.error_code == ErrorCode.none:
+                self.broker_epoch = response.broker_epoch
+                log.info("registered with the controller, broker epoch %d", self.broker_epoch)
+                return
+            if response.error_code == ErrorCode.inconsistent_cluster_id:
+                raise RuntimeError(f"the controller's cluster id differs from {self.broker.cluster_id!r}")
+            log.info("registration refused: %s; retrying", ErrorCode(response.error_code).name)
+            await asyncio.sleep(RETRY_BACKOFF_S * 5)
+
+    async def _heartbeat(self, want_shut_down: bool = False) -> Any:
+        request = heartbeat_v1.BrokerHeartbeatRequest(
+            broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.image.offset, want_fence=False, want_shut_down=want_shut_down,
+        )
+        return await self.control.request(63, 1, request, timeout_s=5.0)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config.get_int("broker.heartbeat.interval.ms") / 1000
+        while not self._shutting_down and not self._stopped:
+            if self.fenced and self.image.offset < self.broker_epoch:
+                # The controller unfences a broker that has replayed its own registration: ask
+                # as soon as that is so, not a heartbeat interval later.
+                await self._replayed_past(self.broker_epoch, interval)
+            try:
+                response = await self._heartbeat()
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("heartbeat to controller %d failed: %s", self.controller_id, exc)
+                self._find_controller()
+                await asyncio.sleep(min(interval, RETRY_BACKOFF_S))
+                continue
+            log.debug("heartbeat to controller %d at metadata offset %d (next %d, local hw %s): %s, fenced %s",
+                      self.controller_id, self.image.offset, self.next_metadata_offset,
+                      self.local_controller.high_watermark if self.local_controller else None,
+                      ErrorCode(response.error_code).name, response.is_fenced)
+            if response.error_code == ErrorCode.not_controller:
+                self._find_controller()
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            if response.error_code == ErrorCode.stale_broker_epoch:
+                log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
+                self._set_fenced(True)
+                await self._register()
+                continue
+            if response.error_code == ErrorCode.none:
+                self._set_fenced(response.is_fenced)
+            # An unfenced broker heartbeats at the interval; a fenced one retries sooner so it
+            # is unfenced as soon as its metadata has caught up.
+            await asyncio.sleep(interval if not self.fenced else min(interval, 0.1))
+
+    async def _replayed_past(self, offset: int, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the image has applied ``offset``."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.image.offset < offset and not self._stopped:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return
+            self._replayed.clear()
+            try:
+                await asyncio.wait_for(self._replayed.wait(), remaining)
+            except TimeoutError:
+                return
+
+    def _set_fenced(self, fenced: bool) -> None:
+        if fenced != self.fenced:
+            log.info("broker %s", "fenced" if fenced else "unfenced")
+        self.fenced = fenced
+        if not fenced:
+            self.unfenced.set()
+
+    # --- the metadata log ------------------------------------------------------------------
+
+    async def _metadata_loop(self) -> None:
+        m = fetch_v12
+        while not self._stopped:
+            request = m.FetchRequest(
+                cluster_id=None, replica_id=self.broker.node_id,
+                max_wait=datetime.timedelta(milliseconds=METADATA_FETCH_WAIT_MS), min_bytes=1,
+                max_bytes=METADATA_FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+                forgotten_topics_data=(), rack_id="",
+                topics=(m.FetchTopic(topic=METADATA_TOPIC, partitions=(m.FetchPartition(
+                    partition=0, current_leader_epoch=-1, fetch_offset=self.next_metadata_offset,
+                    last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=METADATA_FETCH_MAX_BYTES,
+                ),)),),
+            )
+            try:
+                response = await self.metadata.request(1, 12, request, timeout_s=METADATA_FETCH_WAIT_MS / 1000 + 10)
+            except (ConnectionError, TimeoutError) as exc:
+                log.debug("metadata fetch failed: %s", exc)
+                self._find_controller()
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            data = response.responses[0].partitions[0]
+            if data.error_code == ErrorCode.not_leader_or_follower:
+                leader = data.current_leader.leader_id
+                self._find_controller(leader if leader >= 0 else None)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            if data.error_code != ErrorCode.none:
+                log.warning("metadata fetch: %s", ErrorCode(data.error_code).name)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            if data.records:
+                await self._replay(bytes(data.records))
+
+    async def _local_metadata_loop(self) -> None:
+        """A combined node: replay what the local voter has committed (below its high watermark;
+        committed entries never change), waking whenever the high watermark moves."""
+        node = self.local_controller
+        assert node is not None
+        while not self._stopped:
+            committed = node.high_watermark
+            if committed > self.next_metadata_offset:
+                await self._replay(node.metadata_batches(self.next_metadata_offset), committed)
+                continue
+            try:
+                await asyncio.wait_for(node.controller.wait_for_records(), METADATA_FETCH_WAIT_MS / 1000)
+            except TimeoutError:
+                pass
+
+    async def _replay(self, records: bytes, end: int | None = None) -> None:
+        """Apply the records of whole batches from ``next_metadata_offset`` (and below ``end``).
+
+        The position moves past every entry read, the quorum's own LeaderChange entries too
+        (they are not applied: were the position the image's offset, a log ending in one would
+        be read again and again)."""
+        applied = False
+        turns = LoopTurns()  # a topic of thousands of partitions is thousands of records
+        for position, header in split_batches(memoryview(records)):
+            batch = records[position:position + header.batch_length + 12]
+            if len(batch) < header.batch_length + 12:
+                break  # a partial batch at the end of a fetch: fetched again next time
+            for offset, record in decode_batch(batch):
+                if offset >= self.next_metadata_offset and (end is None or offset < end):
+                    self.image.apply(offset, record)
+                    applied = True
+                    await turns.maybe_yield()
+            last = header.last_offset if end is None else min(header.last_offset, end - 1)
+            self.next_metadata_offset = max(self.next_metadata_offset, last + 1)
+        if applied:
+            self._replayed.set()
+        if self.image.cluster_id and not self._cluster_id_known.is_set():
+            if not self.broker.cluster_id:
+                adopt_cluster_id(self.broker.log_dirs, self.broker.node_id, self.image.cluster_id)
+                self.broker.cluster_id = self.image.cluster_id
+            if self.broker.cluster_id != self.image.cluster_id:
+                log.error("INCONSISTENT_CLUSTER_ID: the log dirs belong to cluster %s, the controller to %s",
+                          self.broker.cluster_id, self.image.cluster_id)
+                return
+            self._cluster_id_known.set()
+        if applied:
+            await self.broker.controller.sync_from_image(self.image)
+
+    # --- requests for the replication layer ------------------------------------------------
+
+    def replica_eligible(self, broker_id: int, broker_epoch: int) -> bool:
+        """KIP-903: a follower joins an ISR only as the live incarnation the controller knows (a
+        fetch from a previous incarnation, with an older broker epoch, does not count)."""
+        registration = self.image.brokers.get(broker_id)
+        if registration is None or registration.fenced:
+            return False
+        return broker_epoch < 0 or broker_epoch == registration.broker_epoch
+
+    def rack(self, broker_id: int) -> str | None:
+        registration = self.image.brokers.get(broker_id)
+        return None if registration is None else registration.rack
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        registration = self.image.brokers.get(broker_id)
+        return None if registration is None else (registration.host, registration.port)
+
+    async def alter_partition(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
+                              partition_epoch: int, new_isr: list[int]) -> PartitionRegistration:
+        m = alter_partition_v3
+        request = m.AlterPartitionRequest(
+            broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
+            topics=(m.TopicData(topic_id=topic_id, partitions=(m.PartitionData(
+                partition_index=index, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                leader_recovery_state=0,
+                new_isr_with_epochs=tuple(m.BrokerState(broker_id=b, broker_epoch=-1) for b in new_isr),
+            ),)),),
+        )
+        response = await self.control.request(56, 3, request, timeout_s=10.0)
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(response.error_code))
+        p = response.topics[0].partitions[0]
+        if p.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(p.error_code))
+        current = self.image.topics_by_id[topic_id].partitions[index]
+        return PartitionRegistration(current.replicas, tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        request = allocate_v0.AllocateProducerIdsRequest(broker_id=self.broker.node_id,
+                                                         broker_epoch=self.broker_epoch)
+        response = await self.control.request(67, 0, request, timeout_s=10.0)
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(response.error_code))
+        return response.producer_id_start, response.producer_id_len
+
+    async def send_to_controller(self, api_key: int, api_version: int, request: Any) -> Any:
+        return await self.control.request(api_key, api_version, request, timeout_s=30.0)
+
+    async def forward(self, api_key: int, api_version: int, request: Any) -> Any | None:
+        """A client's request, sent unchanged to the active controller; its answer, or None when
+        the controller could not be reached (the caller answers REQUEST_TIMED_OUT)."""
+        try:
+            return await self.send_to_controller(api_key, api_version, request)
+        except (ConnectionError, TimeoutError) as exc:
+            log.warning("forwarding API %d to the controller failed: %s", api_key, exc)
+            return None
+
+
+def _report_failure(task: asyncio.Task[None]) -> None:
+    """A loop of the lifecycle that ends with an error would leave the broker silently stale."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s stopped with an error", task.get_coro().__qualname__, exc_info=task.exception())

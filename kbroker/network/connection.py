@@ -1,0 +1,328 @@
+"""KafkaConnection: one client socket — framing, one request at a time, writing responses.
+
+As in Kafka, a connection handles one request at a time: the next one is taken once the
+previous one's response has been written (and the transport's buffer has drained below its
+high-water mark), so responses leave in request order. Reading stops while a request is in
+hand and more arrives (after a probe of at most ``_READ_WHILE_IN_FLIGHT`` bytes), so a client
+that pipelines requests, or stops reading responses, holds at most one request in the broker's
+memory; the rest waits in the kernel. Nothing is kept per connection while it is idle: no
+buffer and no task (a task runs only while requests are being handled).
+
+Memory follows the bytes that arrived, never a declared size:
+
+- A connection with no partial frame reads into its SocketServer's shared receive buffer
+  (``get_buffer`` and ``buffer_updated`` run back to back in one event-loop callback). A
+  complete frame is copied out as a writable ``bytearray`` (Produce patches offsets into it in
+  place); only the bytes that must outlive the callback are kept.
+- The body of a frame that is still arriving gets a buffer of its own, sized from the bytes
+  received so far (those read plus those the kernel already holds for the socket, FIONREAD),
+  grown geometrically up to the declared size as more arrive; the socket is then read straight
+  into it, and once full it is the frame (no copy). A pipelining producer's 1 MiB requests
+  are mostly in the kernel already, so their buffer is sized once; a client that declares
+  100 MiB and stalls costs what it sent.
+- A size prefix that is negative or above ``socket.request.max.bytes`` closes only this
+  connection. With ``queued.max.request.bytes`` the declared size is taken from the MemoryPool
+  once the prefix is read and given back after the request is handled; while the pool is
+  exhausted the connection is not read (muted) until memory is released.
+
+Fetch responses send segment bytes with ``loop.sendfile`` (zero copy) when large.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import struct
+import termios
+from typing import TYPE_CHECKING
+
+from kbroker.network.context import EncodedResponse
+from kbroker.network.rate_limited_log import RateLimitedLogger
+from kbroker.storage.log import FetchSlice
+
+if TYPE_CHECKING:
+    from kbroker.network.socket_server import SocketServer
+
+log = logging.getLogger(__name__)
+_limited = RateLimitedLogger(log)
+
+_SIZE = struct.Struct(">i")
+_INT = struct.Struct("i")
+# Smallest buffer for a partial frame body: fewer regrowths for slow senders of mid-size frames.
+_MIN_PARTIAL = 64 * 1024
+# While a request is in flight a read is only a probe: the client pipelines, so the socket is
+# paused after keeping this much, and the rest waits in the kernel (outside our memory).
+_READ_WHILE_IN_FLIGHT = 4096
+SENDFILE_THRESHOLD = 64 * 1024
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    __slots__ = (
+        "_drained", "_fd", "_filled", "_frame_size", "_muted", "_partial", "_pending", "_reserved", "client_host",
+        "closed", "draining", "in_flight", "last_active", "listener", "peer", "server", "transport",
+    )
+
+    def __init__(self, server: SocketServer, listener: str, client_host: str, peer: str) -> None:
+        self.server = server
+        self.listener = listener
+        self.client_host = client_host
+        self.peer = peer
+        self.transport: asyncio.Transport | None = None
+        self.last_active = 0.0  # loop time of the last read or response, for connections.max.idle.ms
+        self.in_flight: asyncio.Task[None] | None = None  # the request being handled
+        self.draining = False  # shutting down: finish the request in hand, start no new one
+        self.closed = False
+        self._fd = -1
+        self._frame_size = -1  # declared size of the frame being received, once its prefix is read
+        self._partial: bytearray | None = None  # that frame's body while it arrives
+        self._filled = 0
+        self._pending: memoryview | None = None  # received, not yet parsed: a view of bytes we own
+        self._reserved = 0  # bytes this connection holds from the MemoryPool
+        self._muted = False  # waiting for the MemoryPool
+        self._drained: asyncio.Future[None] | None = None  # set while the transport's buffer is full
+
+    # --- asyncio protocol callbacks -------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's are not asyncio.Transport
+        self._fd = transport.get_extra_info("socket").fileno()
+        self.server.connection_made(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        partial = self._partial
+        if partial is not None:
+            # The transport releases the returned view before buffer_updated() returns, so the
+            # bytearray can be resized here (never while a view of it is alive).
+            if self._filled == len(partial):
+                partial.extend(bytes(self._partial_capacity(self._filled) - self._filled))
+            return memoryview(partial)[self._filled :]
+        shared = self.server.receive_buffer
+        start = 0
+        if self._pending:  # a size prefix cut short by the previous read (reading is on: < 4 bytes)
+            start = len(self._pending)
+            shared[:start] = self._pending
+        end = start + _READ_WHILE_IN_FLIGHT if self.in_flight is not None else len(shared)
+        return memoryview(shared)[start:end]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.server.touch(self)
+        partial = self._partial
+        if partial is not None:
+            self._filled += nbytes
+            if self._filled == self._frame_size:  # the buffer never outgrows the frame
+                self._partial = None
+                self._frame_size = -1
+                self._start(partial)
+            return
+        start = len(self._pending) if self._pending else 0
+        self._pending = None
+        data = memoryview(self.server.receive_buffer)[: start + nbytes]
+        if self.in_flight is not None or self._muted or self.draining:
+            self._wait_with(data, shared=True)  # one request at a time
+            return
+        frame = self._parse(data, shared=True)
+        if frame is not None:
+            self._start(frame)
+
+    def pause_writing(self) -> None:
+        self._drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self._wake_writer()
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._partial = None
+        self._pending = None
+        pool = self.server.pool
+        if self._muted and pool is not None:
+            pool.cancel_wait(self)
+        if self.in_flight is None:
+            self._release_memory()  # else the request's task gives it back when handled
+        self._wake_writer()
+        self.server.connection_lost(self)
+
+    def start_draining(self) -> None:
+        """Shutdown: the request being handled still gets its response; no new one starts."""
+        self.draining = True
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # --- framing --------------------------------------------------------------------------
+
+    def _parse(self, data: memoryview, shared: bool) -> bytearray | None:
+        """The first complete frame in ``data`` (bytes read into the shared buffer, or kept in
+        ``_pending``), if there is one. A partial body gets a buffer of its own; bytes that
+        must wait (after that frame, or a cut size prefix) stay in ``_pending`` — a copy if they
+        are in the shared buffer, else a view (pipelined requests are not copied again for each
+        one taken off the front)."""
+        pos, end = 0, len(data)
+        size = self._frame_size
+        if size < 0:
+            if end < 4:
+                self._keep(data, shared)
+                return None
+            (size,) = _SIZE.unpack_from(data, 0)
+            if size < 0 or size > self.server.max_request_bytes:
+                _limited.warning(
+                    "closing connection from %s: request size %d is outside 0..%d (socket.request.max.bytes)",
+                    self.peer, size, self.server.max_request_bytes,
+                )
+                self.close()
+                return None
+            if not self._reserve_memory(size):
+                self._wait_with(data, shared)
+                return None
+            pos = 4
+            self._frame_size = size
+        received = end - pos
+        if received < size:
+            if received:
+                partial = self._partial = bytearray(self._partial_capacity(received))
+                partial[:received] = data[pos:]
+                self._filled = received
+            return None
+        self._frame_size = -1
+        if pos + size < end:
+            self._wait_with(data[pos + size :], shared)  # pipelined: the next waits its turn
+        return bytearray(data[pos : pos + size])
+
+    def _partial_capacity(self, received: int) -> int:
+        """Room for a frame body of which ``received`` bytes are here: at least twice that (so
+        growth is geometric), or all the kernel already holds, never more than declared."""
+        try:
+            unread = _INT.unpack(fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        except OSError:
+            unread = 0
+        return min(self._frame_size, max(_MIN_PARTIAL, 2 * received, received + unread))
+
+    def _keep(self, rest: memoryview, shared: bool) -> None:
+        self._pending = memoryview(bytes(rest)) if shared else rest
+
+    def _wait_with(self, rest: memoryview, shared: bool) -> None:
+        """Keep ``rest`` for later and stop reading: something must finish first."""
+        self._keep(rest, shared)
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def _reserve_memory(self, size: int) -> bool:
+        pool = self.server.pool
+        if pool is None or size == 0:
+            return True
+        if pool.try_allocate(size):
+            self._reserved = size
+            return True
+        self._muted = True
+        pool.wait(self)
+        return False
+
+    def _release_memory(self) -> None:
+        if self._reserved:
+            assert self.server.pool is not None
+            self.server.pool.release(self._reserved)
+            self._reserved = 0
+
+    def memory_available(self) -> None:
+        """The MemoryPool has memory again: retry the request that waited for it."""
+        self._muted = False
+        frame = self._next_frame()
+        if frame is not None:
+            self._start(frame)
+
+    def _next_frame(self) -> bytearray | None:
+        """The next request if it is already here; else read the socket again (unless closing,
+        draining or waiting for memory)."""
+        if self.closed or self.draining:
+            return None
+        pending, self._pending = self._pending, None
+        frame = self._parse(pending, shared=False) if pending else None
+        if frame is None and not self._muted and not self.closed:
+            assert self.transport is not None
+            self.transport.resume_reading()
+        return frame
+
+    # --- handling -------------------------------------------------------------------------
+
+    def _start(self, frame: bytearray) -> None:
+        if self.draining:
+            self._release_memory()
+            return
+        self.in_flight = self.server.loop.create_task(self._handle(frame))
+
+    async def _handle(self, frame: bytearray | None) -> None:
+        """Handle ``frame``, then each request already received after it, one at a time (in
+        this task: no event-loop round trip per pipelined request)."""
+        try:
+            while frame is not None:
+                try:
+                    response = await self.server.dispatcher.dispatch(frame, self.client_host, self.peer)
+                finally:
+                    frame = None  # handled: its bytes may go, and their share of the MemoryPool
+                    self._release_memory()
+                if response is None:
+                    self.close()
+                    return
+                assert self.transport is not None
+                if self.closed or self.transport.is_closing():
+                    return
+                await self._send(response)
+                if self._drained is not None:
+                    await self._drained  # the client is not reading its responses: read no more from it
+                if self.closed:
+                    return
+                self.server.touch(self)
+                frame = self._next_frame()
+        except OSError as exc:
+            _limited.warning("closing connection from %s: sending a response failed: %s", self.peer, exc)
+            self.close()
+        except Exception:  # a bug outside the handlers (the dispatcher logs theirs): close, don't hang
+            _limited.log(logging.ERROR, "closing connection from %s: unexpected error", self.peer, exc_info=True)
+            self.close()
+        finally:
+            self.in_flight = None
+
+    def _wake_writer(self) -> None:
+        drained, self._drained = self._drained, None
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    async def _send(self, response: bytes | EncodedResponse | object) -> None:
+        assert self.transport is not None
+        if isinstance(response, bytes):
+            self.transport.write(response)
+            return
+        if not isinstance(response, EncodedResponse):
+            return  # acks=0 produce: nothing to send
+        pending: list[bytes] = []
+        for chunk in response.chunks:
+            if isinstance(chunk, FetchSlice) and chunk.length >= SENDFILE_THRESHOLD:
+                if pending:
+                    self.transport.write(b"".join(pending))
+                    pending = []
+                if self.transport.is_closing():
+                    return  # the client went away during an earlier chunk
+                await self._sendfile(chunk)
+            elif isinstance(chunk, FetchSlice):
+                pending.append(chunk.segment.read_bytes(chunk.position, chunk.length))
+            else:
+                pending.append(chunk)
+        if pending:
+            self.transport.write(b"".join(pending))
+
+    async def _sendfile(self, chunk: FetchSlice) -> None:
+        """Zero-copy send of a segment range; a dup'd fd survives segment deletion."""
+        assert self.transport is not None
+        fd = os.dup(chunk.segment.fd)
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            sent = await asyncio.get_running_loop().sendfile(self.transport, fh, chunk.position, chunk.length)
+        if sent < chunk.length:
+            # The file shrank (truncation) under us: the frame size is now wrong; give up.
+            self.close()

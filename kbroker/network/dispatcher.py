@@ -1,0 +1,112 @@
+"""Dispatcher: turns one request frame into one response, via the API's handler.
+
+Admin APIs whose module declares ``FORWARD_TO_CONTROLLER`` are sent unchanged to the active
+controller (one rule, as Kafka's ``maybeForwardToController``). Protocol errors are answered the
+way Kafka answers them: an ApiVersions request of a version
+we don't support gets an UNSUPPORTED_VERSION answer in v0 framing (so the client can retry
+lower); an unknown API key, any other unsupported version or a frame that cannot be decoded
+closes the connection. A handler failing unexpectedly is logged with the request's context
+and the connection is closed (the client reconnects and retries). These messages can repeat
+for every request, so they are rate-limited (RateLimitedLogger).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from kbroker.handlers import HANDLERS
+from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext
+from kbroker.network.rate_limited_log import RateLimitedLogger
+from kbroker.protocol.codec import (
+    API_VERSIONS_KEY,
+    MalformedRequest,
+    decode_request_body,
+    encode_response,
+    is_flexible,
+    parse_request_header,
+    request_schema,
+)
+from kbroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kbroker.node.broker import Broker
+    from kbroker.node.controller_node import ControllerNode
+
+log = logging.getLogger(__name__)
+_limited = RateLimitedLogger(log)
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """ApiVersions v0 body: UNSUPPORTED_VERSION plus our own ApiVersions range (KIP-511)."""
+    handler = HANDLERS[API_VERSIONS_KEY]
+    body = struct.pack(
+        ">ihihhh", correlation_id, ErrorCode.unsupported_version.value, 1,
+        API_VERSIONS_KEY, handler.MIN_VERSION, handler.MAX_VERSION,
+    )
+    return struct.pack(">i", len(body)) + body
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker | ControllerNode, handlers: Mapping[int, ModuleType] = HANDLERS,
+                 ready: asyncio.Event | None = None) -> None:
+        self.broker = broker
+        self.handlers = handlers  # a controller node answers its own, smaller table
+        # Set once the node may serve requests: until then a request waits (its connection was
+        # accepted), as Kafka's broker processes none before it is unfenced.
+        self.ready = ready
+
+    async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes | EncodedResponse | object | None:
+        """The encoded response, NO_RESPONSE (acks=0), or None to close the connection."""
+        if self.ready is not None and not self.ready.is_set():
+            await self.ready.wait()
+        view = memoryview(frame)
+        try:
+            if len(view) < 8:
+                raise MalformedRequest("frame shorter than a request header")
+            api_key, api_version, correlation_id = struct.unpack_from(">hhi", view, 0)
+            handler = self.handlers.get(api_key)
+            if handler is None:
+                _limited.info("closing %s: unknown API key %d", peer, api_key)
+                return None
+            if not handler.MIN_VERSION <= api_version <= handler.MAX_VERSION:
+                if api_key == API_VERSIONS_KEY:
+                    return unsupported_api_versions_response(correlation_id)
+                _limited.info("closing %s: %s v%d is not supported", peer, handler.__name__, api_version)
+                return None
+            schema = request_schema(api_key, api_version)
+            assert schema is not None, f"handler advertises a version kio lacks: {api_key} v{api_version}"
+            header, offset = parse_request_header(view, is_flexible(api_key, api_version))
+            if hasattr(handler, "decode_request"):
+                request = handler.decode_request(view, offset, api_version)
+            else:
+                request = decode_request_body(schema, view, offset)
+        except MalformedRequest as exc:
+            _limited.info("closing %s: malformed request: %s", peer, exc)
+            return None
+        context = RequestContext(self.broker, header, client_host)
+        try:
+            if getattr(handler, "FORWARD_TO_CONTROLLER", False):
+                response = await self._forward(handler, api_key, api_version, request)
+            else:
+                response = await handler.handle(context, request)
+        except Exception:
+            _limited.log(
+                logging.ERROR, "unexpected error handling %s v%d (correlation id %d) from %s (client id %r)",
+                handler.__name__.rsplit(".", 1)[-1], api_version, correlation_id, peer, header.client_id,
+                exc_info=True,
+            )
+            return None
+        if response is NO_RESPONSE or isinstance(response, EncodedResponse):
+            return response
+        return encode_response(correlation_id, api_key, response)
+
+    async def _forward(self, handler: ModuleType, api_key: int, api_version: int, request: object) -> object:
+        """Kafka's ``maybeForwardToController``: an admin request the controller decides goes
+        there unchanged; no answer from it is the API's REQUEST_TIMED_OUT response."""
+        answer = await self.broker.forward_to_controller(api_key, api_version, request)
+        return answer if answer is not None else handler.error_response(api_version, ErrorCode.request_timed_out)

@@ -1,0 +1,289 @@
+"""Broker: the composition root of a node's broker role — builds the parts, starts listeners and
+background tasks.
+
+It wires; it does not decide. Every broker follows the controller quorum's metadata log, as
+KRaft brokers do; a combined node (and kbroker's single node, a combined node that is its only
+voter) hands its ``ControllerNode`` in, and the broker then reaches it in process. Start-up:
+the logs load (recovering after a crash), listeners open, the broker registers and replays the
+metadata log; client requests wait (Dispatcher readiness) until the controller has unfenced it,
+and partitions become active as their registrations are replayed. Shutdown reverses it:
+leadership moves away (controlled shutdown), accepting stops, in-flight requests finish, then
+every log closes cleanly so the next start needs no recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from kbroker.cluster.broker_lifecycle import BrokerLifecycleManager
+from kbroker.config.kafka_config import KafkaConfig
+from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
+from kbroker.groups.coordinator import GroupCoordinator
+from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
+from kbroker.groups.partition_ownership import GroupPartitionOwnership
+from kbroker.network.dispatcher import Dispatcher
+from kbroker.network.socket_server import SocketServer, SocketServerSettings
+from kbroker.node.meta_properties import init_log_dirs
+from kbroker.node.open_file_limit import segment_file_budget
+from kbroker.replication.forwarding_controller import ForwardingController
+from kbroker.replication.quorum.producer_ids import ControllerProducerIdManager
+from kbroker.replication.replica_manager import ReplicaManager
+from kbroker.replication.replication_settings import ClusterLinks, ReplicationSettings
+from kbroker.storage.log_cleaner import LogCleaner
+from kbroker.storage.log_manager import LogManager
+from kbroker.transactions.coordinator import TransactionCoordinator
+from kbroker.transactions.marker_channel import BrokerClients, TransactionMarkerChannelManager
+from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC
+from kbroker.transactions.verification import AddPartitionsToTxnManager
+
+if TYPE_CHECKING:
+    from kbroker.node.controller_node import ControllerNode
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_INTERVAL_S = 60.0
+
+
+class Broker:
+    def __init__(self, config: KafkaConfig, local_controller: ControllerNode | None = None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.log_dirs = config.log_dirs
+        self.cluster_id = ""
+        self.local_controller = local_controller  # this node's own controller voter (combined node)
+        self.log_manager = LogManager(self.log_dirs, lambda topic: self.controller.log_config(topic),
+                                      max_open_segment_files=segment_file_budget())
+        self.replica_manager = ReplicaManager(self.log_manager, self.node_id)
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self.controller = ForwardingController(
+            self.node_id, self.replica_manager, config.layers,
+            config.get_int("num.partitions"), config.get_int("default.replication.factor"),
+            lambda key, version, request: self._lifecycle().send_to_controller(key, version, request),
+        )
+        self.producer_ids = ControllerProducerIdManager(lambda: self._lifecycle().allocate_producer_ids())
+        self.offset_store = OffsetStore(
+            self.controller, self.replica_manager, config.get_int("offsets.topic.num.partitions")
+        )
+        self.group_coordinator = GroupCoordinator(self.offset_store, config)
+        # KIP-848 consumer groups; the classic coordinator defers to it for their group ids.
+        self.consumer_coordinator = ConsumerGroupCoordinator(config, self.controller, self.group_coordinator,
+                                                             self.offset_store)
+        self.group_coordinator.consumer = self.consumer_coordinator
+        self.group_coordinator.ownership = ownership = GroupPartitionOwnership(
+            self.offset_store, self.group_coordinator, self.consumer_coordinator)
+        self.controller.leadership_listeners[CONSUMER_OFFSETS_TOPIC] = ownership.on_leadership
+        # The transaction coordinator follows __transaction_state leadership, sends markers to
+        # partition leaders, and leaders ask it to verify transactional writes.
+        txn_clients = BrokerClients(lambda broker_id: self._lifecycle().endpoint(broker_id),
+                                    lambda: self._lifecycle().source, f"kbroker-{self.node_id}-txn")
+        self.marker_channel = TransactionMarkerChannelManager(
+            self.node_id, self.controller, self.replica_manager, self.offset_store, txn_clients)
+        self.transaction_coordinator = TransactionCoordinator(
+            self.controller, self.replica_manager, self.offset_store, self.producer_ids, self.marker_channel,
+            config.get_int("transaction.state.log.num.partitions"), config.get_int("transaction.max.timeout.ms"),
+        )
+        self.controller.leadership_listeners[TRANSACTION_STATE_TOPIC] = self.transaction_coordinator.on_leadership
+        self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            self.node_id, self.controller, self.transaction_coordinator, txn_clients)
+        # Client requests wait until the controller has unfenced this broker (Kafka processes
+        # none before its broker has caught up with the metadata log and is unfenced).
+        self.ready = asyncio.Event()
+        self.dispatcher = Dispatcher(self, ready=self.ready)
+        self.socket_servers: list[SocketServer] = []
+        self.bound: list[tuple[str, str, int]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.log_cleaner: LogCleaner | None = None
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """host, port clients are told to use (first advertised listener)."""
+        listeners = self.config.advertised_listeners
+        _name, host, port = listeners[0]
+        if port == 0 and self.bound:
+            port = self.bound[0][2]
+        return host or "localhost", port
+
+    def _lifecycle(self) -> BrokerLifecycleManager:
+        assert self.lifecycle is not None, "the broker has not joined its controller yet"
+        return self.lifecycle
+
+    async def forward_to_controller(self, api_key: int, api_version: int, request: object) -> object | None:
+        """A client's request for the controller, sent unchanged; None if it did not answer."""
+        return await self._lifecycle().forward(api_key, api_version, request)
+
+    def broker_listeners(self) -> list[tuple[str, str, int]]:
+        """The listeners clients and brokers use (a combined node's controller listener excluded)."""
+        names = self.config.controller_listener_names
+        return [listener for listener in self.config.listeners if listener[0] not in names]
+
+    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of every unfenced broker, for Metadata and DescribeCluster."""
+        if self.lifecycle is None:
+            return []
+        return [(b.broker_id, b.host, b.port, b.rack) for b in self.lifecycle.image.live_brokers()]
+
+    @property
+    def controller_id(self) -> int:
+        """Kafka's KRaft brokers name a live broker as "controller" (clients send admin requests
+        there and it forwards them)."""
+        live = self.live_brokers()
+        return live[0][0] if live else -1
+
+    async def start(self) -> None:
+        self.cluster_id = init_log_dirs(self.log_dirs, self.node_id, invent_cluster_id=False)
+        self.log_manager.startup()
+        loop = asyncio.get_running_loop()
+        self._open_listeners()
+        await self._join_cluster()
+        self.producer_ids.prefetch()  # the first InitProducerId need not wait for a block
+        self.ready.set()
+        self.group_coordinator.start()
+        self._tasks.append(loop.create_task(self._retention_loop()))
+        if self.config.get_bool("log.cleaner.enable"):
+            self.log_cleaner = LogCleaner(
+                self.log_manager, self.config.get_int("log.cleaner.backoff.ms"), self._high_watermark
+            )
+            self._tasks.append(loop.create_task(self.log_cleaner.run()))
+        self._tasks.append(loop.create_task(self._checkpoint_loop()))
+        self._tasks.append(loop.create_task(self._producer_expiry_loop()))
+        self._tasks.append(loop.create_task(self._transaction_timeout_loop()))
+        flush_interval_ms = self.config.get_int("log.flush.scheduler.interval.ms")
+        if flush_interval_ms < 2**63 - 1:
+            self._tasks.append(loop.create_task(self._flush_loop(flush_interval_ms / 1000)))
+
+    def _open_listeners(self) -> None:
+        """A single node's controller listeners get a SocketServer of their own: Kafka counts
+        connections (max.connections, per ip) for its broker and its controller apart."""
+        settings = SocketServerSettings.from_config(self.config)
+        listeners = self.broker_listeners()
+        names = self.config.controller_listener_names
+        bound = {}
+        for group in ([lis for lis in listeners if lis[0] not in names], [lis for lis in listeners if lis[0] in names]):
+            if group:
+                server = SocketServer(self.dispatcher, settings, group)
+                self.socket_servers.append(server)
+                bound.update((name, (name, host, port)) for name, host, port in server.start())
+        self.bound = [bound[name] for name, _host, _port in listeners]
+
+    async def _join_cluster(self) -> None:
+        """Register with the controller, follow its metadata and replicate (cluster mode)."""
+        wanted = self.config.get("inter.broker.listener.name") or self.bound[0][0]
+        name, bind_host, port = next((b for b in self.bound if b[0] == wanted), self.bound[0])
+        host = bind_host
+        for a_name, a_host, a_port in self.config.advertised_listeners:
+            if a_name == name and a_host:
+                host, port = a_host, a_port or port
+        self.lifecycle = BrokerLifecycleManager(self, bind_host, host, port, self.local_controller)
+        self.replica_manager.configure_cluster(
+            ClusterLinks(source_host=bind_host or None, endpoint=self.lifecycle.endpoint,
+                         broker_epoch=lambda: self._lifecycle().broker_epoch,
+                         alter_partition=self.lifecycle.alter_partition,
+                         replica_eligible=self.lifecycle.replica_eligible, rack=self.lifecycle.rack),
+            ReplicationSettings(
+                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+                replica_fetch_wait_max_ms=self.config.get_int("replica.fetch.wait.max.ms"),
+                replica_fetch_min_bytes=self.config.get_int("replica.fetch.min.bytes"),
+                replica_fetch_max_bytes=self.config.get_int("replica.fetch.max.bytes"),
+                replica_fetch_response_max_bytes=self.config.get_int("replica.fetch.response.max.bytes"),
+                replica_fetch_backoff_ms=self.config.get_int("replica.fetch.backoff.ms"),
+                replica_socket_timeout_ms=self.config.get_int("replica.socket.timeout.ms"),
+                replica_selector_class=self.config.get("replica.selector.class"),
+            ),
+        )
+        await self.replica_manager.start()
+        await self.lifecycle.start()
+
+    def _high_watermark(self, topic: str, index: int) -> int | None:
+        partition = self.replica_manager.partitions.get((topic, index))
+        return None if partition is None else partition.high_watermark
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.get_int("log.retention.check.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.replica_manager.partitions.values()):
+                try:
+                    partition.log.enforce_retention(now_ms, partition.high_watermark)
+                except OSError as exc:
+                    log.error("retention of %s-%d failed: %s", partition.topic, partition.index, exc)
+
+    async def _producer_expiry_loop(self) -> None:
+        """Forget idle producers (producer.id.expiration.ms), checked every
+        producer.id.expiration.check.interval.ms, as Kafka does."""
+        interval = self.config.get_int("producer.id.expiration.check.interval.ms") / 1000
+        expiration_ms = self.config.get_int("producer.id.expiration.ms")
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.replica_manager.partitions.values()):
+                partition.log.producer_state.remove_expired_producers(now_ms, expiration_ms)
+
+    async def _transaction_timeout_loop(self) -> None:
+        """Abort transactions past their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms)
+        and, every transaction.remove.expired.transaction.cleanup.interval.ms, forget transactional
+        ids idle for transactional.id.expiration.ms."""
+        interval = self.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        remove_interval_ms = self.config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms")
+        expiration_ms = self.config.get_int("transactional.id.expiration.ms")
+        next_removal_ms = int(time.time() * 1000) + remove_interval_ms
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            try:
+                self.transaction_coordinator.abort_timed_out(now_ms)
+            except OSError as exc:
+                log.error("aborting timed-out transactions failed: %s", exc)
+            if now_ms >= next_removal_ms:
+                next_removal_ms = now_ms + remove_interval_ms
+                try:
+                    self.transaction_coordinator.remove_expired_transactional_ids(now_ms, expiration_ms)
+                except OSError as exc:
+                    log.error("removing expired transactional ids failed: %s", exc)
+
+    async def _flush_loop(self, interval: float) -> None:
+        """flush.ms needs a clock as well as appends (Kafka's log.flush.scheduler.interval.ms)."""
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.replica_manager.partitions.values()):
+                try:
+                    partition.log.maybe_flush(now_ms)
+                except OSError as exc:  # the log is offline now; LogDirHealth has logged it
+                    log.debug("flush of %s-%d failed: %s", partition.topic, partition.index, exc)
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+            self.log_manager.checkpoint()
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests, close logs cleanly."""
+        if self.lifecycle is not None:
+            await self.lifecycle.controlled_shutdown()  # leadership moves away while we still answer
+            await self.replica_manager.stop()
+            self.lifecycle.stop()
+        for server in self.socket_servers:
+            server.close()
+        if self.log_cleaner is not None:
+            self.log_cleaner.stop()  # a cleaning in its worker thread gives up at its next batch
+        for task in self._tasks:
+            task.cancel()
+        self.group_coordinator.stop()  # answers parked JoinGroup/SyncGroup so connections drain
+        self.marker_channel.stop()
+        self.consumer_coordinator.stop()
+        connections = [conn for server in self.socket_servers for conn in server.connections]
+        for conn in connections:
+            conn.start_draining()
+        tasks = [c.in_flight for c in connections if c.in_flight is not None]
+        if tasks:
+            # A long-poll fetch may be waiting; give in-flight work a bounded time.
+            await asyncio.wait(tasks, timeout=5)
+        for conn in connections:
+            if conn.transport is not None:
+                conn.transport.close()
+        self.log_manager.shutdown(self.lifecycle.broker_epoch if self.lifecycle is not None else -1)
+        log.info("shut down cleanly")

@@ -1,0 +1,228 @@
+"""ControllerNode: the composition root of a node with ``process.roles`` containing controller.
+
+It opens the metadata log (``<metadata.log.dir or first log dir>/__cluster_metadata-0``) and
+the ``quorum-state`` file, runs this voter's RaftNode over the network (QuorumDriver) with the
+other ``controller.quorum.voters``, and makes the QuorumController active while this node
+leads the quorum. It listens on the ``controller.listener.names`` listeners with the
+controller's own handler table, fences brokers whose sessions expire and rebalances leaders.
+Answers that report a decision wait until the decision is committed (``committed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+
+from kbroker.cluster.quorum_driver import QuorumDriver
+from kbroker.config.kafka_config import KafkaConfig
+from kbroker.controller_handlers import CONTROLLER_HANDLERS
+from kbroker.network.dispatcher import Dispatcher
+from kbroker.network.socket_server import SocketServer, SocketServerSettings
+from kbroker.node.meta_properties import adopt_cluster_id, random_id
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.replication.quorum.legacy_catalogue import legacy_records, mark_imported
+from kbroker.replication.quorum.metadata_image import BROKER_RESOURCE, METADATA_TOPIC, MetadataRecord, decode_batch
+from kbroker.replication.quorum.quorum_controller import ControllerSettings, QuorumController
+from kbroker.replication.quorum.raft import RaftConfig, RaftNode, RaftRole
+from kbroker.replication.quorum.raft_log import FileQuorumState, PartitionRaftLog
+from kbroker.storage.log import PartitionLog
+from kbroker.storage.log_config import LogConfig
+
+log = logging.getLogger(__name__)
+
+COMMIT_TIMEOUT_S = 10.0
+METADATA_READ_BYTES = 8 * 1024 * 1024
+
+
+class ControllerNode:
+    def __init__(self, config: KafkaConfig, cluster_id: str) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.cluster_id = cluster_id
+        self.voters = {node: (host, port) for node, host, port in config.quorum_voters}
+        if self.node_id not in self.voters:
+            raise RuntimeError(f"controller.quorum.voters does not name this node ({self.node_id})")
+        metadata_dir = config.get("metadata.log.dir") or config.log_dirs[0]
+        self.metadata_dir = os.path.join(metadata_dir, f"{METADATA_TOPIC}-0")
+        os.makedirs(self.metadata_dir, exist_ok=True)
+        self.metadata_log = PartitionLog(self.metadata_dir, METADATA_TOPIC, 0, LogConfig())
+        self.quorum: QuorumDriver | None = None
+        self.controller = QuorumController(self.metadata_log, ControllerSettings(
+            node_id=self.node_id,
+            session_timeout_ms=config.get_int("broker.session.timeout.ms"),
+            default_partitions=config.get_int("num.partitions"),
+            default_replication_factor=config.get_int("default.replication.factor"),
+            broker_default=config.get,
+        ), self._propose)
+        self.dispatcher = Dispatcher(self, CONTROLLER_HANDLERS)
+        self.socket_server: SocketServer | None = None
+        self.bound: list[tuple[str, str, int]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._committed_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._last_high_watermark = -1
+        self._cluster_id_from_log = False
+
+    @property
+    def raft(self) -> RaftNode | None:
+        return None if self.quorum is None else self.quorum.raft
+
+    def _propose(self, payloads: list[bytes]) -> int | None:
+        assert self.quorum is not None
+        return self.quorum.propose(payloads)
+
+    def _new_raft(self, now_ms: int) -> RaftNode:
+        """This voter's RaftNode as the disk has it (at start, and after a failed write)."""
+        return RaftNode(
+            self.node_id, self.voters, PartitionRaftLog(self.metadata_log), FileQuorumState(self.metadata_dir),
+            random.Random(), RaftConfig(
+                election_timeout_ms=self.config.get_int("controller.quorum.election.timeout.ms"),
+                fetch_timeout_ms=self.config.get_int("controller.quorum.fetch.timeout.ms"),
+                request_timeout_ms=self.config.get_int("controller.quorum.request.timeout.ms"),
+                retry_backoff_ms=self.config.get_int("controller.quorum.retry.backoff.ms"),
+            ), now_ms=now_ms,
+        )
+
+    async def start(self) -> None:
+        # Every entry is fsynced when appended; a torn tail after a crash is cut by the CRC scan.
+        self.metadata_log.load(clean_shutdown=False)
+        loop = asyncio.get_running_loop()
+        names = self.config.controller_listener_names
+        listeners = [listener for listener in self.config.listeners if listener[0] in names]
+        if listeners:
+            self.socket_server = SocketServer(self.dispatcher, SocketServerSettings.from_config(self.config),
+                                              listeners)
+            self.bound = self.socket_server.start()
+        elif set(self.voters) != {self.node_id}:
+            raise RuntimeError("controller.listener.names names no listener in 'listeners'")
+        # (The only voter needs no listener: its own broker reaches it in process.)
+        source = self.bound[0][1] or None if self.bound else None
+        self.quorum = QuorumDriver(self._new_raft, self.voters, source, self._on_quorum_change)
+        self.quorum.start()
+        self._tasks.append(loop.create_task(self._session_loop()))
+        if self.config.get_bool("auto.leader.rebalance.enable"):
+            self._tasks.append(loop.create_task(self._leader_rebalance_loop()))
+
+    def _on_quorum_change(self) -> None:
+        """After every Raft step: take or give up the active role; release committed waiters."""
+        assert self.raft is not None
+        leading = self.raft.role is RaftRole.LEADER
+        if leading and not self.controller.active:
+            try:
+                self.controller.activate(self.raft.epoch, int(time.time() * 1000))
+                if not self.controller.image.cluster_id:
+                    self._bootstrap()
+            except KafkaError as exc:
+                log.warning("cannot become the active controller: %s", exc)
+        elif not leading and self.controller.active:
+            self.controller.deactivate()
+        high_watermark = self.raft.high_watermark
+        if self._committed_waiters:
+            keep = []
+            for offset, future in self._committed_waiters:
+                if future.done():
+                    continue
+                if not leading:
+                    future.set_exception(KafkaError(ErrorCode.not_controller))
+                elif high_watermark > offset:
+                    future.set_result(None)
+                else:
+                    keep.append((offset, future))
+            self._committed_waiters = keep
+        if not self._cluster_id_from_log and high_watermark > 0:
+            self._adopt_cluster_id()
+        if high_watermark != self._last_high_watermark:
+            self._last_high_watermark = high_watermark
+            self.controller.on_committed()
+
+    def _bootstrap(self) -> None:
+        """The first active controller of a new cluster writes its first records: the cluster id,
+        the static min.insync.replicas as the cluster-wide default (as Kafka's storage format
+        does), and the catalogue of a single node written by an older kbroker, if there is one."""
+        log_dir = self.config.log_dirs[0]
+        records: list[MetadataRecord] = [{
+            "type": "ConfigRecord", "resource_type": BROKER_RESOURCE, "resource_name": "",
+            "name": "min.insync.replicas", "value": self.config.get("min.insync.replicas"),
+        }]
+        records += legacy_records(log_dir, self.node_id)
+        # A voter of a quorum of several knows no cluster id of its own (one of them invents it
+        # here, the others adopt it from the log); a single node's is in its meta.properties.
+        self.cluster_id = self.cluster_id or random_id()
+        self.controller.bootstrap(self.cluster_id, records, int(time.time() * 1000))
+        mark_imported(log_dir)
+
+    def metadata_batches(self, start: int) -> bytes:
+        """Whole batches of the metadata log from the one holding ``start``, one read's worth:
+        what this node's own broker replays up to the high watermark.
+
+        The read is not cut at the high watermark: a voter's batches need not end where the
+        quorum's agreement does (a follower batches the entries of each fetch), so the batch
+        holding the high watermark is read whole and the replayer applies what lies below it."""
+        piece = self.metadata_log.read(start, METADATA_READ_BYTES, self.metadata_log.log_end_offset, True)
+        return b"" if piece is None else piece.segment.read_bytes(piece.position, piece.length)
+
+    def _adopt_cluster_id(self) -> None:
+        """The first active controller wrote the cluster id as the log's first metadata record;
+        every voter answers with that one (a voter's own meta.properties may name another)."""
+        for batch in self.metadata_log.iter_batches():
+            for _offset, record in decode_batch(batch):
+                if record["type"] == "ClusterIdRecord":
+                    self.cluster_id = record["cluster_id"]
+                    self._cluster_id_from_log = True
+                    adopt_cluster_id(self.config.log_dirs, self.node_id, self.cluster_id)
+                return
+
+    @property
+    def high_watermark(self) -> int:
+        return 0 if self.raft is None else self.raft.high_watermark
+
+    async def committed(self) -> None:
+        """Wait until every decision taken so far is committed by the quorum (NOT_CONTROLLER if
+        this node stops leading first, REQUEST_TIMED_OUT after a while)."""
+        offset = self.controller.image.offset
+        if self.high_watermark > offset:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._committed_waiters.append((offset, future))
+        try:
+            await asyncio.wait_for(future, COMMIT_TIMEOUT_S)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.request_timed_out) from None
+
+    async def _session_loop(self) -> None:
+        """Fence brokers whose heartbeats stopped (checked a few times per session)."""
+        interval = max(self.config.get_int("broker.session.timeout.ms") / 8, 50) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            if not self.controller.active:
+                continue
+            try:
+                self.controller.fence_expired_sessions(int(time.time() * 1000))
+            except (OSError, KafkaError) as exc:
+                log.error("fencing expired sessions failed: %s", exc)
+
+    async def _leader_rebalance_loop(self) -> None:
+        """Preferred replicas take their leadership back (auto.leader.rebalance.enable)."""
+        interval = self.config.get_int("leader.imbalance.check.interval.seconds")
+        percentage = self.config.get_int("leader.imbalance.per.broker.percentage")
+        while True:
+            await asyncio.sleep(interval)
+            if not self.controller.active:
+                continue
+            try:
+                self.controller.rebalance_leaders(percentage, int(time.time() * 1000))
+            except (OSError, KafkaError) as exc:
+                log.error("leader rebalance failed: %s", exc)
+
+    async def stop(self) -> None:
+        if self.quorum is not None:
+            await self.quorum.stop()
+        if self.socket_server is not None:
+            self.socket_server.close()
+            for conn in list(self.socket_server.connections):
+                conn.close()
+        for task in self._tasks:
+            task.cancel()
+        self.metadata_log.close()
