@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 
 from kbroker.network.context import RequestContext
+from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -23,7 +24,8 @@ API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-log = logging.getLogger(__name__)
+# Repeats per request and partition while a log dir fails.
+log = RateLimitedLogger(logging.getLogger(__name__))
 
 
 async def handle(ctx: RequestContext, request: object) -> object:

@@ -22,11 +22,13 @@ import logging
 
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from kbroker.network.context import RequestContext
+from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_TOPIC_CONFIGS, partition_for
 
-log = logging.getLogger(__name__)
+# Every FindCoordinator asks again while the topic cannot be created (too few brokers).
+log = RateLimitedLogger(logging.getLogger(__name__))
 
 API_KEY = 10
 MIN_VERSION = 0

@@ -48,6 +48,9 @@ class RateLimitedLogger:
     def warning(self, msg: str, *args: object, key: str | None = None) -> None:
         self.log(logging.WARNING, msg, *args, key=key)
 
+    def error(self, msg: str, *args: object, key: str | None = None) -> None:
+        self.log(logging.ERROR, msg, *args, key=key)
+
     def log(self, level: int, msg: str, *args: object, key: str | None = None, exc_info: ExcInfo = None) -> None:
         """Log ``msg % args`` unless ``burst`` messages of this kind were logged in this window."""
         if not self.logger.isEnabledFor(level):

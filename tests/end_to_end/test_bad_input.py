@@ -20,12 +20,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kbroker.protocol.record_builder import build_batch
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7 import request as create_topics_v7
+from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from kio.schema.metadata.v12 import request as metadata_v12
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i8, i16, i32
 
 from tests.broker_process import BrokerProcess
 from tests.end_to_end.raw_kafka import (
     DEADLINE_S,
+    ERR_COORDINATOR_NOT_AVAILABLE,
     ERR_CORRUPT_MESSAGE,
     ERR_INVALID_TOPIC,
     ERR_MESSAGE_TOO_LARGE,
@@ -290,3 +292,19 @@ def test_metadata_with_invalid_topic_name_is_invalid_topic(broker: BrokerProcess
 
 
 # --- random garbage at a live broker ------------------------------------------------------
+
+
+def test_find_coordinator_for_an_impossible_offsets_topic_does_not_flood_the_log(tmp_path) -> None:
+    """offsets.topic.replication.factor=3 on one broker: every FindCoordinator is answered
+    COORDINATOR_NOT_AVAILABLE (as Kafka) and the reason is logged a few times, not once per request."""
+    node = BrokerProcess(str(tmp_path / "data"), {"offsets.topic.replication.factor": "3"})
+    node.start()
+    try:
+        client = RawClient(node)
+        request = find_coordinator_v4.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("group",))
+        answers = {client.request(10, 4, request).coordinators[0].error_code for _ in range(50)}
+        client.close()
+        assert answers == {ERR_COORDINATOR_NOT_AVAILABLE}
+        assert 1 <= node.read_log().count("cannot create __consumer_offsets yet") <= 5
+    finally:
+        node.stop()
