@@ -18,6 +18,7 @@ Precedence, highest first: environment, mounted file, derived defaults.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -30,6 +31,10 @@ NOT_BROKER_KEYS = frozenset({
     "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL",
     "KAFKA_LOG4J_LOGGERS", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME", "KAFKA_JMX_PORT",
 })
+# What Kubernetes injects into every pod for a Service named "kafka" (service links: KAFKA_PORT=
+# tcp://10.0.0.7:9092, KAFKA_PORT_9092_TCP_ADDR, KAFKA_SERVICE_HOST, KAFKA_SERVICE_PORT_CLIENT...):
+# addresses of the Service, never broker keys (Kafka 4 has no "port" key).
+SERVICE_LINK = re.compile(r"KAFKA_(PORT(_\d+_(TCP|UDP|SCTP)(_(ADDR|PORT|PROTO))?)?|SERVICE_(HOST|PORT(_\w+)?))")
 LOG_LEVEL_ENV = "KAFKA_LOG4J_ROOT_LOGLEVEL"
 CLUSTER_ID_ENV = "CLUSTER_ID"
 
@@ -79,7 +84,7 @@ def settings_from_env(environ: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     """``{key: (value, variable)}`` for every ``KAFKA_*`` variable that names a broker key."""
     out: dict[str, tuple[str, str]] = {}
     for name in sorted(environ):
-        if name.startswith(ENV_PREFIX) and name not in NOT_BROKER_KEYS:
+        if name.startswith(ENV_PREFIX) and name not in NOT_BROKER_KEYS and not SERVICE_LINK.fullmatch(name):
             out[property_name(name)] = (environ[name], name)
     return out
 

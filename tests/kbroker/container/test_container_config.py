@@ -28,6 +28,17 @@ def test_jvm_and_log4j_variables_are_not_broker_keys() -> None:
     assert log_level(env) == "WARNING"
 
 
+def test_kubernetes_service_links_are_not_broker_keys() -> None:
+    """A pod beside a Service named "kafka" gets these from Kubernetes; they must not stop the
+    broker as unknown keys (KAFKA_PORT would be "port")."""
+    env = {"KAFKA_PORT": "tcp://10.0.0.7:9092", "KAFKA_PORT_9092_TCP": "tcp://10.0.0.7:9092",
+           "KAFKA_PORT_9092_TCP_ADDR": "10.0.0.7", "KAFKA_PORT_9092_TCP_PORT": "9092",
+           "KAFKA_PORT_9092_TCP_PROTO": "tcp", "KAFKA_SERVICE_HOST": "10.0.0.7", "KAFKA_SERVICE_PORT": "9092",
+           "KAFKA_SERVICE_PORT_CLIENT": "9092", "KAFKA_NUM_PARTITIONS": "3"}
+    assert settings_from_env(env) == {"num.partitions": ("3", "KAFKA_NUM_PARTITIONS")}
+    assert merge(env).values["num.partitions"] == "3"
+
+
 def test_one_variable_alone_keeps_every_other_default() -> None:
     settings = merge({"KAFKA_NUM_PARTITIONS": "5"})
     assert settings.values == {
