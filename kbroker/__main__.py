@@ -2,6 +2,6 @@
 
 import sys
 
-from kbroker.cli import main
+from kbroker.launcher import main
 
 sys.exit(main())

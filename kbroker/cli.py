@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kbroker.config.kafka_config import ConfigError, KafkaConfig
@@ -41,11 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _serve(config: KafkaConfig) -> None:
+async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if stop_requested():
+        stop.set()  # it came while the process was starting (kbroker/launcher.py)
     rate_limit_loop_errors(loop, RateLimitedLogger(logging.getLogger("asyncio")))
     controller: ControllerNode | None = None
     broker: Broker | None = None
@@ -94,7 +96,9 @@ async def _started(start: Coroutine[Any, Any, None], stop: asyncio.Event) -> boo
     return False
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, stop_requested: Callable[[], bool] = lambda: False) -> int:
+    """Run the command; ``stop_requested`` tells whether a stop signal came before the event
+    loop had its own handlers (kbroker/launcher.py)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "healthcheck":
@@ -119,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     raise_open_file_limit()
     try:
-        asyncio.run(_serve(config))
+        asyncio.run(_serve(config, stop_requested))
     except (OSError, RuntimeError) as exc:  # port in use, unreadable log dir, foreign meta.properties
         print(f"kbroker: cannot start: {exc}", file=sys.stderr)
         return 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -56,6 +57,40 @@ def test_sigterm_closes_cleanly_so_restart_needs_no_recovery(tmp_path):
     broker.stop()
     assert "not shut down cleanly" not in broker.read_log()
 
+
+def _catches_sigterm(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as fh:
+        caught = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
+def test_sigterm_as_soon_as_the_process_catches_it_stops_it_cleanly(tmp_path):
+    """A SIGTERM during start-up (docker stop right after docker run) ends the process with status
+    0: the launcher catches it before the half second of imports, so it is neither fatal nor — as
+    a container's PID 1 — ignored until SIGKILL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kbroker", "serve", "--override", f"log.dirs={tmp_path / 'data'}",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not _catches_sigterm(proc.pid):
+            assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        proc.kill()
+
+
+def test_the_launcher_catches_stop_signals_before_importing_the_broker():
+    code = ("import signal, sys\n"
+            "import kbroker.launcher\n"
+            "early = kbroker.launcher.StopSignals().install()\n"
+            "assert 'kbroker.cli' not in sys.modules and 'kbroker.node.broker' not in sys.modules\n"
+            "signal.raise_signal(signal.SIGTERM)\n"
+            "assert early.received == signal.SIGTERM\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
 
 
 def _unread_bytes(local_port: int, remote_port: int) -> int | None:
