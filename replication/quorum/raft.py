@@ -14,9 +14,9 @@ import enum
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 from kbroker.protocol.errors import ErrorCode
+from kbroker.replication.quorum.raft_leader_state import LeaderState
 from kbroker.replication.quorum.raft_messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -25,122 +25,17 @@ from kbroker.replication.quorum.raft_messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
-    LogEntry,
     Outbound,
     RaftMessage,
     VoteRequest,
     VoteResponse,
 )
+from kbroker.replication.quorum.raft_storage import QuorumState, QuorumStateStore, RaftLog
 
-__all__ = [
-    "LEADER_CHANGE_PAYLOAD",
-    "MemoryQuorumState",
-    "MemoryRaftLog",
-    "QuorumState",
-    "QuorumStateStore",
-    "RaftConfig",
-    "RaftLog",
-    "RaftNode",
-    "RaftRole",
-]
+__all__ = ["LEADER_CHANGE_PAYLOAD", "RaftConfig", "RaftNode", "RaftRole"]
 
 # KRaft writes a LeaderChange control record; the on-disk log will map this payload onto one.
 LEADER_CHANGE_PAYLOAD = b"\x00kraft:LeaderChange"
-
-
-class RaftLog(Protocol):
-    """The replicated log. Offsets start at 0; epochs are >= 1 and never decrease along the log; an empty
-    log's last epoch is 0. `end_offset_for_epoch(e)` returns (largest epoch <= e present in the log, the
-    offset where that epoch ends), or (0, 0) when the log holds no such epoch."""
-
-    @property
-    def end_offset(self) -> int: ...
-
-    @property
-    def last_epoch(self) -> int: ...
-
-    def append(self, epoch: int, payloads: list[bytes]) -> int: ...
-
-    def truncate_to(self, offset: int) -> None: ...
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
-
-    def entries(self, from_offset: int, max_count: int) -> list[LogEntry]: ...
-
-
-class MemoryRaftLog:
-    """An in-memory `RaftLog`. Invariants: `_entries[i].offset == i`; `_epoch_starts` holds one
-    (epoch, start_offset) per epoch present, strictly increasing in both fields."""
-
-    def __init__(self) -> None:
-        self._entries: list[LogEntry] = []
-        self._epoch_starts: list[tuple[int, int]] = []
-
-    @property
-    def end_offset(self) -> int:
-        return len(self._entries)
-
-    @property
-    def last_epoch(self) -> int:
-        return self._epoch_starts[-1][0] if self._epoch_starts else 0
-
-    def append(self, epoch: int, payloads: list[bytes]) -> int:
-        """Append `payloads` in `epoch`; returns the last offset written."""
-        if epoch < self.last_epoch or epoch < 1:
-            raise ValueError(f"epoch {epoch} below the log's last epoch {self.last_epoch}")
-        if payloads and epoch > self.last_epoch:
-            self._epoch_starts.append((epoch, len(self._entries)))
-        for payload in payloads:
-            self._entries.append(LogEntry(len(self._entries), epoch, payload))
-        return len(self._entries) - 1
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry at `offset` and above."""
-        del self._entries[offset:]
-        while self._epoch_starts and self._epoch_starts[-1][1] >= offset:
-            self._epoch_starts.pop()
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        for index in range(len(self._epoch_starts) - 1, -1, -1):
-            found_epoch, _ = self._epoch_starts[index]
-            if found_epoch <= epoch:
-                if index + 1 < len(self._epoch_starts):
-                    return found_epoch, self._epoch_starts[index + 1][1]
-                return found_epoch, len(self._entries)
-        return 0, 0
-
-    def entries(self, from_offset: int, max_count: int) -> list[LogEntry]:
-        return self._entries[from_offset : from_offset + max_count]
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumState:
-    """What survives a restart (Kafka's quorum-state file): the epoch, the vote cast in it, the leader known."""
-
-    epoch: int = 0
-    voted_id: int | None = None
-    leader_id: int | None = None
-
-
-class QuorumStateStore(Protocol):
-    """Durable election state: `write` must be durable before the node acts on it (answers a vote, etc.)."""
-
-    def read(self) -> QuorumState: ...
-
-    def write(self, state: QuorumState) -> None: ...
-
-
-class MemoryQuorumState:
-    """An in-memory `QuorumStateStore` (survives a simulated crash because the simulator keeps the object)."""
-
-    def __init__(self) -> None:
-        self.state = QuorumState()
-
-    def read(self) -> QuorumState:
-        return self.state
-
-    def write(self, state: QuorumState) -> None:
-        self.state = state
 
 
 class RaftRole(enum.Enum):
@@ -163,13 +58,6 @@ class RaftConfig:
     # A follower re-fetches this long after an empty answer (stands in for the leader's long poll).
     fetch_backoff_ms: int = 50
     max_fetch_records: int = 64
-
-
-@dataclass(slots=True)
-class _ReplicaState:
-    end_offset: int
-    last_fetch_ms: int
-    announced_ms: int
 
 
 class RaftNode:
@@ -211,8 +99,7 @@ class RaftNode:
         self._timeout_ms = now_ms
         self._votes: set[int] = set()
         self._next_vote_retry_ms = now_ms
-        self._replicas: dict[int, _ReplicaState] = {}
-        self._epoch_start_offset = 0
+        self._leader_state: LeaderState | None = None
         persisted = store.read()
         self._epoch = persisted.epoch
         self._voted_id = persisted.voted_id
@@ -252,7 +139,7 @@ class RaftNode:
 
     def voter_progress(self) -> dict[int, tuple[int, int]]:
         """Leader only: each other voter's (log end offset, last fetch time) as last seen."""
-        return {v: (r.end_offset, r.last_fetch_ms) for v, r in self._replicas.items()}
+        return {} if self._leader_state is None else self._leader_state.voter_progress()
 
     # -- inputs ----------------------------------------------------------------------------------------
 
@@ -339,7 +226,7 @@ class RaftNode:
 
     def _clear_role_state(self) -> None:
         self._votes = set()
-        self._replicas = {}
+        self._leader_state = None
         self._inflight_fetch = None
 
     def _become_unattached(self, now_ms: int, epoch: int) -> None:
@@ -396,16 +283,16 @@ class RaftNode:
         self._persist()
         self._clear_role_state()
         # The LeaderChange entry is the first of this epoch: committing it commits every earlier entry.
-        self._epoch_start_offset = self._log.end_offset
+        self._leader_state = LeaderState(self.node_id, self.voters, self._log.end_offset, now_ms)
         self._log.append(self._epoch, [LEADER_CHANGE_PAYLOAD])
-        self._replicas = {v: _ReplicaState(0, now_ms, now_ms) for v in self.voters if v != self.node_id}
         announce = BeginQuorumEpochRequest(self.node_id, self._epoch)
-        for voter in sorted(self._replicas):
+        for voter in self._leader_state.other_voters():
             out.append(Outbound(voter, announce))
         self._maybe_advance_high_watermark()
 
     def _resign(self, now_ms: int, out: list[Outbound]) -> None:
-        successors = sorted(self._replicas, key=lambda v: (-self._replicas[v].end_offset, v))
+        assert self._leader_state is not None
+        successors = self._leader_state.preferred_successors()
         request = EndQuorumEpochRequest(self.node_id, self._epoch, tuple(successors))
         for voter in successors:
             out.append(Outbound(voter, request))
@@ -485,26 +372,18 @@ class RaftNode:
     def _leader_tick(self, now_ms: int, out: list[Outbound]) -> None:
         # Check quorum: a leader cut off from a majority for 1.5 fetch timeouts steps down, so a stale
         # leader does not sit on proposals forever and rejoins the quorum once the partition heals.
-        window = self.config.fetch_timeout_ms * 3 // 2
-        alive = {self.node_id} | {v for v, r in self._replicas.items() if now_ms - r.last_fetch_ms <= window}
-        if not self._has_majority(alive):
+        leader_state = self._leader_state
+        assert leader_state is not None
+        if not leader_state.has_quorum(now_ms, self.config.fetch_timeout_ms * 3 // 2):
             self._resign(now_ms, out)
             return
-        for voter in sorted(self._replicas):
-            replica = self._replicas[voter]
-            fetched_in_epoch = replica.last_fetch_ms > replica.announced_ms
-            if not fetched_in_epoch and now_ms - replica.announced_ms >= self.config.request_timeout_ms:
-                replica.announced_ms = now_ms
-                out.append(Outbound(voter, BeginQuorumEpochRequest(self.node_id, self._epoch)))
-
-    def _commit_allowed(self, offset: int) -> bool:
-        """Raft's own-epoch rule: counting replicas commits only an offset that includes this epoch's entry."""
-        return offset > self._epoch_start_offset
+        for voter in leader_state.due_announcements(now_ms, self.config.request_timeout_ms):
+            out.append(Outbound(voter, BeginQuorumEpochRequest(self.node_id, self._epoch)))
 
     def _maybe_advance_high_watermark(self) -> None:
-        offsets = sorted([self._log.end_offset, *(r.end_offset for r in self._replicas.values())], reverse=True)
-        majority_offset = offsets[len(self.voters) // 2]
-        if majority_offset > self._high_watermark and self._commit_allowed(majority_offset):
+        assert self._leader_state is not None
+        majority_offset = self._leader_state.majority_offset(self._log.end_offset)
+        if majority_offset is not None and majority_offset > self._high_watermark:
             self._high_watermark = majority_offset
 
     def _on_fetch_request(self, now_ms: int, sender_id: int, request: FetchRequest, out: list[Outbound]) -> None:
@@ -523,16 +402,15 @@ class RaftNode:
         if request.current_leader_epoch < self._epoch:
             answer(ErrorCode.fenced_leader_epoch)
             return
-        replica = self._replicas.get(sender_id)
-        if replica is not None:
-            replica.last_fetch_ms = now_ms
+        leader_state = self._leader_state
+        assert leader_state is not None
+        leader_state.on_fetch(sender_id, now_ms)
         epoch, end_offset = self._log.end_offset_for_epoch(request.last_fetched_epoch)
         if epoch != request.last_fetched_epoch or end_offset < request.fetch_offset:
             answer(ErrorCode.none, diverging_epoch=DivergingEpoch(epoch, end_offset))
             return
-        if replica is not None and request.fetch_offset > replica.end_offset:
-            # The fetcher's log matches ours up to fetch_offset (checked above), so that many entries count.
-            replica.end_offset = request.fetch_offset
+        # The fetcher's log matches ours up to fetch_offset (checked above), so that many entries count.
+        if leader_state.maybe_update_end_offset(sender_id, request.fetch_offset):
             self._maybe_advance_high_watermark()
         max_records = min(request.max_records, self.config.max_fetch_records)
         answer(ErrorCode.none, records=tuple(self._log.entries(request.fetch_offset, max_records)))

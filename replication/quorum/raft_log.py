@@ -20,8 +20,8 @@ from kbroker.protocol.records import iter_records, split_batches
 from kbroker.storage.file_io import replace_atomically
 from kbroker.storage.log import PartitionLog
 
-from .raft import QuorumState
 from .raft_messages import LogEntry
+from .raft_storage import QuorumState
 
 QUORUM_STATE_FILE = "quorum-state"
 _READ_CHUNK = 1 << 20

@@ -19,8 +19,10 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 
-from kbroker.replication.quorum.raft import MemoryQuorumState, MemoryRaftLog, RaftConfig, RaftNode, RaftRole
+from kbroker.replication.quorum.raft import RaftConfig, RaftNode, RaftRole
 from kbroker.replication.quorum.raft_messages import Outbound, RaftMessage
+
+from tests.support.raft_memory import MemoryQuorumState, MemoryRaftLog
 
 TICK_MS = 10
 FAULT_PHASE_MS = 3_000

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import random
 
-from kbroker.replication.quorum.raft import (
-    LEADER_CHANGE_PAYLOAD,
-    MemoryQuorumState,
-    MemoryRaftLog,
-    QuorumState,
-    RaftConfig,
-    RaftNode,
-    RaftRole,
-)
+from kbroker.replication.quorum.raft import LEADER_CHANGE_PAYLOAD, RaftConfig, RaftNode, RaftRole
 from kbroker.replication.quorum.raft_messages import (
     DivergingEpoch,
     EndQuorumEpochRequest,
@@ -22,6 +14,9 @@ from kbroker.replication.quorum.raft_messages import (
     VoteRequest,
     VoteResponse,
 )
+from kbroker.replication.quorum.raft_storage import QuorumState
+
+from tests.support.raft_memory import MemoryQuorumState, MemoryRaftLog
 
 CONFIG = RaftConfig(election_timeout_ms=1000, fetch_timeout_ms=2000, request_timeout_ms=500, fetch_backoff_ms=50)
 
