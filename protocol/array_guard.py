@@ -26,6 +26,7 @@ from kio.serial._introspect import (
     classify_field,
     is_optional,
 )
+from kio.static.protocol import Entity
 
 _FIXED = {
     "bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "timedelta_i32": 4,
@@ -48,7 +49,7 @@ Step = tuple[Any, ...]
 
 
 @cache
-def _plan(entity_type: type) -> tuple[tuple[Step, ...], dict[int, Step]]:
+def _plan(entity_type: type[Entity]) -> tuple[tuple[Step, ...], dict[int, Step]]:
     steps: list[Step] = []
     tagged: dict[int, Step] = {}
     for field in fields(entity_type):
@@ -76,12 +77,13 @@ def _plan(entity_type: type) -> tuple[tuple[Step, ...], dict[int, Step]]:
 
 
 @cache
-def _fixed_size(entity_type: type) -> int | None:
+def _fixed_size(entity_type: type[Entity]) -> int | None:
     """The wire size of a legacy (non-flexible) entity made only of fixed-size fields."""
     steps, _tagged = _plan(entity_type)
     if entity_type.__flexible__ or any(step[0] != "fixed" for step in steps):
         return None
-    return sum(step[1] for step in steps)
+    size: int = sum(step[1] for step in steps)
+    return size
 
 
 def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
@@ -143,7 +145,7 @@ def _walk_step(step: Step, buf: memoryview, pos: int, end: int, flexible: bool) 
     return pos
 
 
-def _walk_entity(entity_type: type, buf: memoryview, pos: int, end: int) -> int:
+def _walk_entity(entity_type: type[Entity], buf: memoryview, pos: int, end: int) -> int:
     steps, tagged = _plan(entity_type)
     flexible = entity_type.__flexible__
     for step in steps:
@@ -154,13 +156,13 @@ def _walk_entity(entity_type: type, buf: memoryview, pos: int, end: int) -> int:
             tag, pos = _uvarint(buf, pos, end)
             size, pos = _uvarint(buf, pos, end)
             field_end = _take(pos, size, end)
-            step = tagged.get(tag)
-            if step is not None:
-                _walk_step(step, buf, pos, field_end, flexible)
+            tagged_step = tagged.get(tag)
+            if tagged_step is not None:
+                _walk_step(tagged_step, buf, pos, field_end, flexible)
             pos = field_end
     return pos
 
 
-def check_array_counts(entity_type: type, buf: memoryview, offset: int) -> None:
+def check_array_counts(entity_type: type[Entity], buf: memoryview, offset: int) -> None:
     """Raise BadFrame if an array in the body claims more items than bytes remain."""
     _walk_entity(entity_type, buf, offset, len(buf))

@@ -24,12 +24,14 @@ from typing import Any
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32Timedelta
+from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 from .array_guard import check_array_counts
 from .tagged_reader import read_entity_skipping_unknown_tags
 
 API_VERSIONS_KEY = 18
-NO_THROTTLE = datetime.timedelta(0)  # throttle_time_ms: kbroker has no quotas yet
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))  # throttle_time_ms: kbroker has no quotas yet
 ZERO_UUID = uuid.UUID(int=0)  # "no topic id" on the wire
 
 _HEADER_FIXED = struct.Struct(">hhi")
@@ -107,7 +109,7 @@ def parse_request_header(frame: memoryview, flexible: bool | None) -> tuple[Requ
 
 
 @cache
-def request_schema(api_key: int, api_version: int) -> type | None:
+def request_schema(api_key: int, api_version: int) -> type[RequestPayload] | None:
     """The kio request class for a version, or None if kio has no such version."""
     try:
         return load_request_schema(api_key, api_version)
@@ -116,7 +118,7 @@ def request_schema(api_key: int, api_version: int) -> type | None:
 
 
 @cache
-def response_schema(api_key: int, api_version: int) -> type:
+def response_schema(api_key: int, api_version: int) -> type[ResponsePayload]:
     return load_response_schema(api_key, api_version)
 
 
@@ -125,9 +127,10 @@ def is_flexible(api_key: int, api_version: int) -> bool | None:
     return None if schema is None else bool(schema.__flexible__)
 
 
-def decode_request_body(schema: type, frame: memoryview, offset: int) -> Any:
+def decode_request_body(schema: type[Entity], frame: memoryview, offset: int) -> Any:
     """Decode a request body with kio, skipping unknown tagged fields (KIP-482)."""
     frame = frame.toreadonly()  # kio's native readers refuse writable buffers
+    value: Entity
     try:
         check_array_counts(schema, frame, offset)  # kio would preallocate a huge count and abort
         try:
@@ -210,6 +213,7 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
             size, offset = read_unsigned_varint(frame, offset)
             offset += size
     view = memoryview(frame).toreadonly()
+    value: Entity
     try:
         value, _size = entity_reader(schema)(view, offset)
     except KeyError:

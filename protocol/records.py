@@ -98,11 +98,12 @@ def batch_size_at(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
     """Total size of the batch starting at ``pos``, or None if its length prefix is cut."""
     if len(buf) - pos < LOG_OVERHEAD:
         return None
-    return _INT32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
+    length: int = _INT32.unpack_from(buf, pos + 8)[0]
+    return length + LOG_OVERHEAD
 
 
 def crc_is_valid(buf: bytes | bytearray | memoryview, pos: int, size: int) -> bool:
-    (stored,) = struct.unpack_from(">I", buf, pos + CRC_OFFSET)
+    stored: int = struct.unpack_from(">I", buf, pos + CRC_OFFSET)[0]
     return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]) == stored
 
 
@@ -228,5 +229,6 @@ def control_record_type(batch: bytes | memoryview) -> int | None:
     for record in iter_records(batch):
         if record.key is None or len(record.key) < 4:
             return None
-        return struct.unpack_from(">h", record.key, 2)[0]
+        record_type: int = struct.unpack_from(">h", record.key, 2)[0]
+        return record_type
     return None

@@ -15,9 +15,10 @@ from typing import Any
 from kio._kio_native import get_field_reader, read_int8, read_int32, read_unsigned_varint
 from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+from kio.static.protocol import Entity
 
 
-def read_entity_skipping_unknown_tags(entity_type: type, buf: Any, offset: int) -> tuple[Any, int]:
+def read_entity_skipping_unknown_tags(entity_type: type[Entity], buf: Any, offset: int) -> tuple[Any, int]:
     """Read one ``entity_type`` at ``offset``; returns (entity, bytes consumed)."""
     start = offset
     flexible: bool = entity_type.__flexible__
@@ -39,10 +40,10 @@ def read_entity_skipping_unknown_tags(entity_type: type, buf: Any, offset: int) 
             offset += size
             length, size = read_unsigned_varint(buf, offset)
             offset += size
-            field = tagged.get(tag)
-            if field is not None:
-                values[field.name], _ = _read_field(
-                    entity_type, field, buf, offset, flexible, is_header, True
+            tagged_field = tagged.get(tag)
+            if tagged_field is not None:
+                values[tagged_field.name], _ = _read_field(
+                    entity_type, tagged_field, buf, offset, flexible, is_header, True
                 )
             offset += length
         for field in tagged.values():
@@ -52,7 +53,7 @@ def read_entity_skipping_unknown_tags(entity_type: type, buf: Any, offset: int) 
 
 
 def _read_field(
-    entity_type: type,
+    entity_type: type[Entity],
     field: Field[Any],
     buf: Any,
     offset: int,

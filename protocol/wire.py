@@ -35,10 +35,12 @@ class Reader:
         return start
 
     def int16(self) -> int:
-        return _I16.unpack_from(self.buf, self._take(2))[0]
+        value: int = _I16.unpack_from(self.buf, self._take(2))[0]
+        return value
 
     def int32(self) -> int:
-        return _I32.unpack_from(self.buf, self._take(4))[0]
+        value: int = _I32.unpack_from(self.buf, self._take(4))[0]
+        return value
 
     def uvarint(self) -> int:
         value, self.pos = read_unsigned_varint(self.buf, self.pos)

@@ -35,6 +35,8 @@ from kio.schema.create_partitions.v3 import request as create_partitions_v3
 from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.delete_topics.v6 import request as delete_topics_v6
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs_v1
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from .loop_turns import LoopTurns
 from .quorum.metadata_image import TOPIC_RESOURCE, MetadataImage
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 
 PROPAGATION_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_MS = 30000
+_SET, _DELETE = i8(0), i8(1)  # IncrementalAlterConfigs operations
 
 # (api key, version, request) -> response, sent to the active controller
 ControllerRequest = Callable[[int, int, Any], Awaitable[Any]]
@@ -104,13 +107,13 @@ class ForwardingController:
                 log.info("topic %s deleted", name)
         for name, topic in image.topics.items():
             rf = len(topic.partitions[0].replicas) if topic.partitions else 0
-            info = self.topics.get(name)
+            known = self.topics.get(name)
             # Logs loaded at start-up got default configs (the catalogue was empty then).
-            reconfigure = info is None or info.configs != topic.configs or cluster_changed
-            if info is None or info.topic_id != topic.topic_id:
-                info = TopicInfo(name, topic.topic_id, len(topic.partitions), rf, dict(topic.configs))
-                self._index(info)
-            info.partitions, info.replication_factor, info.configs = len(topic.partitions), rf, dict(topic.configs)
+            reconfigure = known is None or known.configs != topic.configs or cluster_changed
+            if known is None or known.topic_id != topic.topic_id:
+                known = TopicInfo(name, topic.topic_id, len(topic.partitions), rf, dict(topic.configs))
+                self._index(known)
+            known.partitions, known.replication_factor, known.configs = len(topic.partitions), rf, dict(topic.configs)
             if reconfigure:
                 self._log_configs.pop(name, None)
                 self.replica_manager.log_manager.reconfigure(name)
@@ -183,11 +186,12 @@ class ForwardingController:
         m = create_topics_v7
         request = m.CreateTopicsRequest(
             topics=(m.CreatableTopic(
-                name=name,
-                num_partitions=num_partitions if not assignments else -1,
-                replication_factor=replication_factor if not assignments else -1,
-                assignments=tuple(m.CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(b))
-                                  for i, b in enumerate(assignments)),
+                name=TopicName(name),
+                num_partitions=i32(num_partitions if not assignments else -1),
+                replication_factor=i16(replication_factor if not assignments else -1),
+                assignments=tuple(m.CreatableReplicaAssignment(partition_index=i32(i),
+                                                               broker_ids=tuple(BrokerId(b) for b in brokers))
+                                  for i, brokers in enumerate(assignments)),
                 configs=tuple(m.CreatableTopicConfig(name=k, value=v) for k, v in overrides.items()),
             ),),
             timeout=_timeout(), validate_only=validate_only,
@@ -210,7 +214,7 @@ class ForwardingController:
         info = self._topic(name)
         m = delete_topics_v6
         response = await self._forward(20, 6, m.DeleteTopicsRequest(
-            topics=(m.DeleteTopicState(name=name, topic_id=None),), timeout=_timeout()))
+            topics=(m.DeleteTopicState(name=TopicName(name), topic_id=None),), timeout=_timeout()))
         result = response.responses[0]
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
@@ -222,8 +226,9 @@ class ForwardingController:
         m = create_partitions_v3
         response = await self._forward(37, 3, m.CreatePartitionsRequest(
             topics=(m.CreatePartitionsTopic(
-                name=name, count=count,
-                assignments=tuple(m.CreatePartitionsAssignment(broker_ids=tuple(a)) for a in assignments) or None,
+                name=TopicName(name), count=i32(count),
+                assignments=tuple(m.CreatePartitionsAssignment(broker_ids=tuple(BrokerId(b) for b in a))
+                                  for a in assignments) or None,
             ),),
             timeout=_timeout(), validate_only=validate_only,
         ))
@@ -239,12 +244,13 @@ class ForwardingController:
         current = self._topic(name).configs
         wanted = self._validated(overrides)
         m = alter_configs_v1
-        ops = [m.AlterableConfig(name=k, config_operation=0, value=v) for k, v in wanted.items() if current.get(k) != v]
-        ops += [m.AlterableConfig(name=k, config_operation=1, value=None) for k in current if k not in wanted]
+        ops = [m.AlterableConfig(name=k, config_operation=_SET, value=v)
+               for k, v in wanted.items() if current.get(k) != v]
+        ops += [m.AlterableConfig(name=k, config_operation=_DELETE, value=None) for k in current if k not in wanted]
         if validate_only or not ops:
             return
         response = await self._forward(44, 1, m.IncrementalAlterConfigsRequest(
-            resources=(m.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=name,
+            resources=(m.AlterConfigsResource(resource_type=i8(TOPIC_RESOURCE), resource_name=name,
                                               configs=tuple(ops)),),
             validate_only=False,
         ))
@@ -298,5 +304,5 @@ class ForwardingController:
         return config
 
 
-def _timeout() -> datetime.timedelta:
-    return datetime.timedelta(milliseconds=REQUEST_TIMEOUT_MS)
+def _timeout() -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=REQUEST_TIMEOUT_MS))

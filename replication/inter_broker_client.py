@@ -65,12 +65,13 @@ class InterBrokerClient:
                 return
             local = (self.source_host, 0) if self.source_host else None
             try:
-                self._reader, self._writer = await asyncio.wait_for(
+                reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(self.host, self.port, local_addr=local), CONNECT_TIMEOUT_S
                 )
             except (OSError, TimeoutError) as exc:
                 raise ConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
-            self._read_task = asyncio.get_running_loop().create_task(self._read_loop(self._reader))
+            self._reader, self._writer = reader, writer
+            self._read_task = asyncio.get_running_loop().create_task(self._read_loop(reader))
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         try:

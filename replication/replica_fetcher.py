@@ -24,6 +24,9 @@ import uuid
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import batch_size_at
 from kio.schema.fetch.v15 import request as fetch_request
+from kio.schema.fetch.v15 import response as fetch_response
+from kio.schema.types import BrokerId
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from .inter_broker_client import InterBrokerClient
 from .partition import Partition
@@ -134,7 +137,7 @@ class ReplicaFetcher:
                 continue
             sent = {key: (p, p.leader_epoch, p.log_end_offset) for key, p in ready.items()}
             try:
-                response = await client.request(
+                response: fetch_response.FetchResponse = await client.request(
                     FETCH_KEY, FETCH_VERSION, self._build_request(sent),
                     timeout_s=self.settings.replica_socket_timeout_ms / 1000,
                 )
@@ -174,34 +177,39 @@ class ReplicaFetcher:
             self._client = InterBrokerClient(host, port, self.links.source_host, f"broker-{self.broker_id}-fetcher")
         return self._client
 
-    def _build_request(self, sent: dict[tuple[str, int], tuple[Partition, int, int]]) -> object:
+    def _build_request(self, sent: dict[tuple[str, int], tuple[Partition, int, int]]) -> fetch_request.FetchRequest:
         m = fetch_request
-        by_topic: dict[uuid.UUID, list[object]] = {}
+        by_topic: dict[uuid.UUID, list[fetch_request.FetchPartition]] = {}
+        partition_max_bytes = i32(self.settings.replica_fetch_max_bytes)
         for partition, leader_epoch, fetch_offset in sent.values():
             by_topic.setdefault(partition.topic_id, []).append(m.FetchPartition(
-                partition=partition.index,
-                current_leader_epoch=leader_epoch,
-                fetch_offset=fetch_offset,
-                last_fetched_epoch=partition.log.leader_epoch_cache.latest_epoch,
-                log_start_offset=partition.log_start_offset,
-                partition_max_bytes=self.settings.replica_fetch_max_bytes,
+                partition=i32(partition.index),
+                current_leader_epoch=i32(leader_epoch),
+                fetch_offset=i64(fetch_offset),
+                last_fetched_epoch=i32(partition.log.leader_epoch_cache.latest_epoch),
+                log_start_offset=i64(partition.log_start_offset),
+                partition_max_bytes=partition_max_bytes,
             ))
         return m.FetchRequest(
             cluster_id=None,
-            replica_state=m.ReplicaState(replica_id=self.broker_id, replica_epoch=self.links.broker_epoch()),
-            max_wait=datetime.timedelta(milliseconds=self.settings.replica_fetch_wait_max_ms),
-            min_bytes=self.settings.replica_fetch_min_bytes,
-            max_bytes=self.settings.replica_fetch_response_max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=FINAL_SESSION_EPOCH,
+            replica_state=m.ReplicaState(replica_id=BrokerId(self.broker_id),
+                                         replica_epoch=i64(self.links.broker_epoch())),
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=self.settings.replica_fetch_wait_max_ms)),
+            min_bytes=i32(self.settings.replica_fetch_min_bytes),
+            max_bytes=i32(self.settings.replica_fetch_response_max_bytes),
+            isolation_level=i8(0),
+            session_id=i32(0),
+            session_epoch=i32(FINAL_SESSION_EPOCH),
             topics=tuple(m.FetchTopic(topic_id=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
             forgotten_topics_data=(),
             rack_id="",
         )
 
-    def _process(self, sent: dict[tuple[str, int], tuple[Partition, int, int]], response: object) -> None:
-        by_id = {(p.topic_id, p.index): key for key, (p, _e, _o) in sent.items()}
+    def _process(self, sent: dict[tuple[str, int], tuple[Partition, int, int]],
+                 response: fetch_response.FetchResponse) -> None:
+        # A null topic id in the answer matches no partition sent.
+        by_id: dict[tuple[uuid.UUID | None, int], tuple[str, int]] = {
+            (p.topic_id, p.index): key for key, (p, _e, _o) in sent.items()}
         failed: list[tuple[str, int]] = []
         now_ms = int(time.time() * 1000)
         for topic in response.responses:
@@ -225,7 +233,8 @@ class ReplicaFetcher:
                     failed.append(key)
         self._delay(failed)
 
-    def _process_partition(self, partition: Partition, fetch_offset: int, data: object, now_ms: int) -> bool:
+    def _process_partition(self, partition: Partition, fetch_offset: int, data: fetch_response.PartitionData,
+                           now_ms: int) -> bool:
         """Apply one partition's answer; False if the partition should back off."""
         error = data.error_code
         if error == ErrorCode.offset_out_of_range and fetch_offset < data.log_start_offset:
@@ -287,7 +296,9 @@ class ReplicaFetcherManager:
 
     def remove_partition(self, topic: str, index: int) -> None:
         leader_id = self._leader_of.pop((topic, index), None)
-        fetcher = self.fetchers.get(leader_id) if leader_id is not None else None
+        if leader_id is None:
+            return
+        fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
             return
         fetcher.remove_partition(topic, index)

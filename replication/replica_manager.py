@@ -289,9 +289,9 @@ class ReplicaManager:
                 if ready >= min_bytes or any(_answer_now(results[index_of[k]]) for k in woken if k in index_of):
                     break
                 for key in woken:  # a partition forgets its waiters when it wakes them
-                    partition = self.partitions.get(key)
-                    if partition is not None:
-                        partition.add_waiter(waiter)
+                    woken_partition = self.partitions.get(key)
+                    if woken_partition is not None:
+                        woken_partition.add_waiter(waiter)
         finally:
             for partition in watched:
                 partition.remove_waiter(waiter)
@@ -303,11 +303,12 @@ class ReplicaManager:
         others = sum(r.records.length for j, r in enumerate(results) if j != i and r.records is not None)
         remaining = max(0, max_bytes - others)
         if params.is_from_follower:
-            results[i] = self._read_for_follower(requests[i], remaining, params, others == 0, False,
-                                                 int(time.time() * 1000))
+            result = self._read_for_follower(requests[i], remaining, params, others == 0, False,
+                                             int(time.time() * 1000))
         else:
-            results[i] = self._read_one(requests[i], remaining, isolation_level, params, min_one_batch=others == 0)
-        return others + (results[i].records.length if results[i].records is not None else 0)
+            result = self._read_one(requests[i], remaining, isolation_level, params, min_one_batch=others == 0)
+        results[i] = result
+        return others + (result.records.length if result.records is not None else 0)
 
     def _read_all(
         self, requests: list[FetchRequestPartition], max_bytes: int, isolation_level: int,

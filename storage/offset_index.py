@@ -35,7 +35,8 @@ class OffsetIndex:
         """Read the file; False if it is missing entries or inconsistent with a log of ``log_size``."""
         raw = self._file.read()
         usable = len(raw) - len(raw) % _ENTRY.size
-        offsets, positions = [], []
+        offsets: list[int] = []
+        positions: list[int] = []
         for rel, pos in _ENTRY.iter_unpack(raw[:usable]):
             if (offsets and (rel <= offsets[-1] - self.base_offset or pos <= positions[-1])) or (
                 pos >= log_size

@@ -28,7 +28,8 @@ class TimeIndex:
     def load(self) -> bool:
         raw = self._file.read()
         usable = len(raw) - len(raw) % _ENTRY.size
-        timestamps, offsets = [], []
+        timestamps: list[int] = []
+        offsets: list[int] = []
         for ts, rel in _ENTRY.iter_unpack(raw[:usable]):
             if timestamps and (ts <= timestamps[-1] or self.base_offset + rel < offsets[-1]):
                 return False

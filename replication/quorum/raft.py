@@ -25,6 +25,7 @@ from kbroker.replication.quorum.raft_messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    LogEntry,
     Outbound,
     RaftMessage,
     VoteRequest,
@@ -387,9 +388,11 @@ class RaftNode:
             self._high_watermark = majority_offset
 
     def _on_fetch_request(self, now_ms: int, sender_id: int, request: FetchRequest, out: list[Outbound]) -> None:
-        def answer(code: ErrorCode, **fields: object) -> None:
+        def answer(code: ErrorCode, diverging_epoch: DivergingEpoch | None = None,
+                   records: tuple[LogEntry, ...] = ()) -> None:
             response = FetchResponse(
-                request.correlation_id, code, self._high_watermark, self._leader_id, self._epoch, **fields
+                request.correlation_id, code, self._high_watermark, self._leader_id, self._epoch,
+                diverging_epoch, records,
             )
             out.append(Outbound(sender_id, response))
 

@@ -20,8 +20,10 @@ from kio.schema.end_quorum_epoch.v0 import request as end_req
 from kio.schema.end_quorum_epoch.v0 import response as end_resp
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.fetch.v12 import response as fetch_resp
+from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v0 import request as vote_req
 from kio.schema.vote.v0 import response as vote_resp
+from kio.static.primitive import Records, i8, i32, i32Timedelta, i64
 
 from .metadata_image import METADATA_TOPIC
 from .raft_log import batch_entries, entries_batch
@@ -52,33 +54,46 @@ def _known(value: int) -> int | None:
     return None if value < 0 else value
 
 
-def request_to_wire(message: RaftMessage) -> tuple[int, int, Any]:
+RaftWireRequest = (
+    vote_req.VoteRequest | begin_req.BeginQuorumEpochRequest | end_req.EndQuorumEpochRequest | fetch_req.FetchRequest
+)
+RaftWireResponse = (
+    vote_resp.VoteResponse | begin_resp.BeginQuorumEpochResponse | end_resp.EndQuorumEpochResponse
+    | fetch_resp.FetchResponse
+)
+_TOPIC = TopicName(METADATA_TOPIC)
+_PARTITION = i32(0)
+_NO_WAIT = i32Timedelta.parse(datetime.timedelta(0))  # a Raft fetch answers at once
+
+
+def request_to_wire(message: RaftMessage) -> tuple[int, int, RaftWireRequest]:
     """(api key, version, kio request) for an outbound Raft request."""
     if isinstance(message, VoteRequest):
-        part = vote_req.PartitionData(partition_index=0, replica_epoch=message.candidate_epoch,
-                                      replica_id=message.candidate_id, last_offset_epoch=message.last_offset_epoch,
-                                      last_offset=message.last_offset)
-        return VOTE, 0, vote_req.VoteRequest(topics=(vote_req.TopicData(topic_name=METADATA_TOPIC,
-                                                                         partitions=(part,)),))
+        vote = vote_req.PartitionData(partition_index=_PARTITION, replica_epoch=i32(message.candidate_epoch),
+                                      replica_id=BrokerId(message.candidate_id),
+                                      last_offset_epoch=i32(message.last_offset_epoch),
+                                      last_offset=i64(message.last_offset))
+        return VOTE, 0, vote_req.VoteRequest(topics=(vote_req.TopicData(topic_name=_TOPIC, partitions=(vote,)),))
     if isinstance(message, BeginQuorumEpochRequest):
-        part = begin_req.PartitionData(partition_index=0, leader_id=message.leader_id,
-                                       leader_epoch=message.leader_epoch)
+        begin = begin_req.PartitionData(partition_index=_PARTITION, leader_id=BrokerId(message.leader_id),
+                                        leader_epoch=i32(message.leader_epoch))
         return BEGIN_QUORUM_EPOCH, 0, begin_req.BeginQuorumEpochRequest(
-            topics=(begin_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+            topics=(begin_req.TopicData(topic_name=_TOPIC, partitions=(begin,)),))
     if isinstance(message, EndQuorumEpochRequest):
-        part = end_req.PartitionData(partition_index=0, leader_id=message.leader_id,
-                                     leader_epoch=message.leader_epoch,
-                                     preferred_successors=message.preferred_successors)
+        end = end_req.PartitionData(partition_index=_PARTITION, leader_id=BrokerId(message.leader_id),
+                                    leader_epoch=i32(message.leader_epoch),
+                                    preferred_successors=tuple(i32(s) for s in message.preferred_successors))
         return END_QUORUM_EPOCH, 0, end_req.EndQuorumEpochRequest(
-            topics=(end_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+            topics=(end_req.TopicData(topic_name=_TOPIC, partitions=(end,)),))
     if isinstance(message, FetchRequest):
-        part = fetch_req.FetchPartition(
-            partition=0, current_leader_epoch=message.current_leader_epoch, fetch_offset=message.fetch_offset,
-            last_fetched_epoch=message.last_fetched_epoch, log_start_offset=-1, partition_max_bytes=FETCH_MAX_BYTES)
+        fetch = fetch_req.FetchPartition(
+            partition=_PARTITION, current_leader_epoch=i32(message.current_leader_epoch),
+            fetch_offset=i64(message.fetch_offset), last_fetched_epoch=i32(message.last_fetched_epoch),
+            log_start_offset=i64(-1), partition_max_bytes=i32(FETCH_MAX_BYTES))
         return FETCH, FETCH_VERSION, fetch_req.FetchRequest(
-            cluster_id=None, replica_id=message.replica_id, max_wait=datetime.timedelta(0), min_bytes=0,
-            max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=(fetch_req.FetchTopic(topic=METADATA_TOPIC, partitions=(part,)),), forgotten_topics_data=(),
+            cluster_id=None, replica_id=BrokerId(message.replica_id), max_wait=_NO_WAIT, min_bytes=i32(0),
+            max_bytes=i32(FETCH_MAX_BYTES), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+            topics=(fetch_req.FetchTopic(topic=_TOPIC, partitions=(fetch,)),), forgotten_topics_data=(),
             rack_id="")
     raise TypeError(f"not a Raft request: {message!r}")
 
@@ -132,34 +147,37 @@ def _entries_records(entries: tuple[LogEntry, ...]) -> bytes | None:
     return bytes(out)
 
 
-def response_to_wire(api_key: int, message: RaftMessage) -> Any:
+def response_to_wire(api_key: int, message: RaftMessage) -> RaftWireResponse:
     """The kio response entity carrying a Raft response to an inbound request."""
     if isinstance(message, FetchResponse):
         diverging = fetch_resp.EpochEndOffset(
-            epoch=message.diverging_epoch.epoch if message.diverging_epoch else -1,
-            end_offset=message.diverging_epoch.end_offset if message.diverging_epoch else -1)
-        part = fetch_resp.PartitionData(
-            partition_index=0, error_code=message.error_code, high_watermark=message.high_watermark,
-            last_stable_offset=message.high_watermark, log_start_offset=0, diverging_epoch=diverging,
-            current_leader=fetch_resp.LeaderIdAndEpoch(leader_id=_leader(message.leader_id),
-                                                       leader_epoch=message.leader_epoch),
-            aborted_transactions=None, preferred_read_replica=-1, records=_entries_records(message.records))
-        return fetch_resp.FetchResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
-                                        responses=(fetch_resp.FetchableTopicResponse(topic=METADATA_TOPIC,
-                                                                                     partitions=(part,)),))
+            epoch=i32(message.diverging_epoch.epoch if message.diverging_epoch else -1),
+            end_offset=i64(message.diverging_epoch.end_offset if message.diverging_epoch else -1))
+        records = _entries_records(message.records)
+        fetched = fetch_resp.PartitionData(
+            partition_index=_PARTITION, error_code=message.error_code, high_watermark=i64(message.high_watermark),
+            last_stable_offset=i64(message.high_watermark), log_start_offset=i64(0), diverging_epoch=diverging,
+            current_leader=fetch_resp.LeaderIdAndEpoch(leader_id=BrokerId(_leader(message.leader_id)),
+                                                       leader_epoch=i32(message.leader_epoch)),
+            aborted_transactions=None, preferred_read_replica=BrokerId(-1),
+            records=None if records is None else Records(records))
+        return fetch_resp.FetchResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=i32(0),
+                                        responses=(fetch_resp.FetchableTopicResponse(topic=_TOPIC,
+                                                                                     partitions=(fetched,)),))
     if isinstance(message, VoteResponse):
-        part = vote_resp.PartitionData(partition_index=0, error_code=message.error_code,
-                                       leader_id=_leader(message.leader_id), leader_epoch=message.leader_epoch,
-                                       vote_granted=message.vote_granted)
+        vote = vote_resp.PartitionData(partition_index=_PARTITION, error_code=message.error_code,
+                                       leader_id=BrokerId(_leader(message.leader_id)),
+                                       leader_epoch=i32(message.leader_epoch), vote_granted=message.vote_granted)
         return vote_resp.VoteResponse(error_code=ErrorCode.none, topics=(
-            vote_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+            vote_resp.TopicData(topic_name=_TOPIC, partitions=(vote,)),))
     if isinstance(message, BeginQuorumEpochResponse):
-        part = begin_resp.PartitionData(partition_index=0, error_code=message.error_code,
-                                        leader_id=_leader(message.leader_id), leader_epoch=message.leader_epoch)
+        begin = begin_resp.PartitionData(partition_index=_PARTITION, error_code=message.error_code,
+                                         leader_id=BrokerId(_leader(message.leader_id)),
+                                         leader_epoch=i32(message.leader_epoch))
         return begin_resp.BeginQuorumEpochResponse(error_code=ErrorCode.none, topics=(
-            begin_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+            begin_resp.TopicData(topic_name=_TOPIC, partitions=(begin,)),))
     assert isinstance(message, EndQuorumEpochResponse)
-    part = end_resp.PartitionData(partition_index=0, error_code=message.error_code,
-                                  leader_id=_leader(message.leader_id), leader_epoch=message.leader_epoch)
+    end = end_resp.PartitionData(partition_index=_PARTITION, error_code=message.error_code,
+                                 leader_id=BrokerId(_leader(message.leader_id)), leader_epoch=i32(message.leader_epoch))
     return end_resp.EndQuorumEpochResponse(error_code=ErrorCode.none, topics=(
-        end_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+        end_resp.TopicData(topic_name=_TOPIC, partitions=(end,)),))

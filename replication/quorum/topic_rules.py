@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -35,7 +36,17 @@ class TopicInfo:
     configs: dict[str, str] = field(default_factory=dict)
 
 
-def check_partitions_requested(topics: Sequence[object], default_partitions: int) -> None:
+class RequestedTopic(Protocol):
+    """What the partition cap reads of a CreateTopics topic (kio's CreatableTopic, any version)."""
+
+    @property
+    def num_partitions(self) -> int: ...
+
+    @property
+    def assignments(self) -> Collection[object]: ...
+
+
+def check_partitions_requested(topics: Sequence[RequestedTopic], default_partitions: int) -> None:
     """POLICY_VIOLATION for a CreateTopics whose topics ask for more than
     MAX_PARTITIONS_PER_REQUEST partitions in all (counted before any other check, as Kafka's
     controller does: a count, the default for -1, or the manual assignment's length)."""
