@@ -1,7 +1,7 @@
 """ClassicGroup: one classic-protocol group's members and state, as Kafka's ClassicGroup holds it.
 
 Only data and the rules that read it (protocol selection, who has rejoined, subscribed topics);
-the GroupCoordinator drives the state machine, timers and persistence.
+the ClassicGroupCoordinator drives the state machine, timers and persistence.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import enum
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from kbroker.groups.group_metadata import GroupRecord, MemberRecord
 from kbroker.protocol.errors import ErrorCode
@@ -81,6 +82,17 @@ class Member:
     def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
         return self.protocols == protocols
 
+    def cancel_session(self) -> None:
+        if self.session_timer is not None:
+            self.session_timer.cancel()
+            self.session_timer = None
+
+
+def resolve(future: asyncio.Future[Any] | None, result: object) -> None:
+    """Answer a parked JoinGroup/SyncGroup unless it is already answered or its request is gone."""
+    if future is not None and not future.done():
+        future.set_result(result)
+
 
 class ClassicGroup:
     """A classic group: ``members`` by id, static members by instance id, the current generation."""
@@ -108,6 +120,17 @@ class ClassicGroup:
 
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
+
+    def close(self, error: ErrorCode) -> None:
+        """Stop the group's timers and answer its parked JoinGroup/SyncGroup requests with
+        ``error``: the group is no longer coordinated here, or it became a consumer group."""
+        for timer in (self.join_timer, self.sync_timer, *self.pending_members.values()):
+            if timer is not None:
+                timer.cancel()
+        for member in self.members.values():
+            member.cancel_session()
+            resolve(member.join_future, JoinResult(error, member.member_id))
+            resolve(member.sync_future, SyncResult(error))
 
     def supported_protocols(self) -> set[str]:
         """Protocol names every member supports."""

@@ -1,24 +1,24 @@
 """ConsumerGroupCoordinator: the KIP-848 consumer group protocol (ConsumerGroupHeartbeat).
 
-It owns the consumer groups (``ConsumerGroup``), their session and rebalance timers, and the
-member-epoch checks that OffsetCommit / OffsetFetch make for consumer groups. The classic
-GroupCoordinator keeps classic groups; a group id is one or the other. An Empty classic group
-(one that only has offsets, or whose members all left) turns into a consumer group when a
-consumer-protocol member joins it, as in Kafka. A classic group with members is upgraded
-online and a consumer group left with classic members only is downgraded, as
-``group.consumer.migration.policy`` allows; classic members of a consumer group are handled
-in ``classic_members.py``. A classic group that cannot be upgraded refuses a consumer-protocol
-member (GROUP_ID_NOT_FOUND).
+It drives the consumer groups of the group service's one map (``GroupRegistry``): their
+session and rebalance timers, target assignments, and the member-epoch checks that OffsetCommit
+/ OffsetFetch make for consumer groups. An Empty classic group (one that only has offsets, or
+whose members all left) turns into a consumer group when a consumer-protocol member joins it,
+as in Kafka. A classic group with members is upgraded online and a consumer group left with
+classic members only is downgraded, as ``group.consumer.migration.policy`` allows
+(``migration.py`` has the conversions; the downgraded group goes to the classic coordinator).
+A classic group that cannot be upgraded refuses a consumer-protocol member (GROUP_ID_NOT_FOUND).
+Classic members of a consumer group are served by ``classic_members.py`` through the public
+operations here.
 
-Persistence: every change is written to ``__consumer_offsets`` as Kafka's consumer group
-records (``consumer_group_records.py``) through the OffsetStore, before the heartbeat is
-answered, and replayed at start-up (``load``), so members keep their epochs and assignments
-across a broker restart. Only records that changed since the last write are appended.
+Persistence: every change is written to ``__consumer_offsets`` (``consumer_group_log.py``)
+before the heartbeat is answered, and replayed at start-up (``load``), so members keep their
+epochs and assignments across a broker restart.
 
 Timers: ``group.consumer.session.timeout.ms`` after a member's last heartbeat it is removed;
 a member asked to revoke partitions that has not done so within its rebalance timeout is
 fenced (removed). Either bumps the group epoch and recomputes the target assignment.
-offsets.retention.minutes (``expire_offsets``, run by the classic coordinator's retention
+offsets.retention.minutes (``expire_offsets``, run by the group service's retention
 check): offsets of topics the group does not subscribe to expire the retention after their
 commit, and an Empty group left without offsets is deleted, as Kafka does for consumer groups.
 """
@@ -28,15 +28,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.coordinator_errors import coordinator_write_error
-from kbroker.groups import assignors, classic_members
-from kbroker.groups import consumer_group_records as records
+from kbroker.groups import assignors, migration
 from kbroker.groups.assignors import Assignment, MemberSubscription
+from kbroker.groups.classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
+from kbroker.groups.classic_group import GroupState as ClassicState
 from kbroker.groups.consumer_group import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
@@ -44,23 +45,34 @@ from kbroker.groups.consumer_group import (
     ConsumerMember,
     GroupState,
     MemberState,
+    TopicMap,
     compile_regex,
     is_subset,
 )
+from kbroker.groups.consumer_group_log import ConsumerGroupLog, preferred_assignor
+from kbroker.groups.group_registry import GroupRegistry
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kbroker.config.kafka_config import KafkaConfig
-    from kbroker.groups.coordinator import GroupCoordinator
+    from kbroker.groups.classic_coordinator import ClassicGroupCoordinator
     from kbroker.groups.offset_store import OffsetStore
     from kbroker.replication.forwarding_controller import ForwardingController
 
 log = logging.getLogger(__name__)
 
 FIRST_CLIENT_MEMBER_ID_VERSION = 1  # v1+: the consumer generates its member id
-# Kafka's MemberState codes in ConsumerGroupCurrentMemberAssignmentValue.State
-_STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
-_STATES = {code: state for state, code in _STATE_CODES.items()}
+
+
+class GroupServiceParts(Protocol):
+    """What the consumer coordinator shares with the group service it belongs to: the one map
+    of groups, and the classic coordinator that takes over a downgraded group."""
+
+    @property
+    def registry(self) -> GroupRegistry: ...
+
+    @property
+    def classic(self) -> ClassicGroupCoordinator: ...
 
 
 @dataclass(slots=True)
@@ -95,14 +107,14 @@ def _invalid(message: str) -> KafkaError:
 
 
 class ConsumerGroupCoordinator:
-    def __init__(self, config: KafkaConfig, controller: ForwardingController, classic: GroupCoordinator | None,
+    def __init__(self, config: KafkaConfig, controller: ForwardingController, service: GroupServiceParts | None,
                  store: OffsetStore | None = None) -> None:
         self.controller = controller
-        self.classic = classic
+        # On its own (service None, in tests) it has a map of its own and no classic groups.
+        self.registry = service.registry if service is not None else GroupRegistry()
+        self.classic = service.classic if service is not None else None
         self.store = store
-        # group id -> record key -> value last written for it (what the log holds for the group)
-        self.written: dict[str, dict[bytes, bytes]] = {}
-        self.groups: dict[str, ConsumerGroup] = {}
+        self.log = ConsumerGroupLog(store)
         self.session_timeout_ms = config.get_int("group.consumer.session.timeout.ms")
         self.heartbeat_interval_ms = config.get_int("group.consumer.heartbeat.interval.ms")
         self.max_size = config.get_int("group.consumer.max.size")
@@ -113,15 +125,19 @@ class ConsumerGroupCoordinator:
         if not self.assignors:
             self.assignors = [assignors.UNIFORM]
         self.migration_policy = (config.get("group.consumer.migration.policy") or "bidirectional").strip().lower()
-        if self.migration_policy not in classic_members.POLICIES:
+        if self.migration_policy not in migration.POLICIES:
             log.warning("group.consumer.migration.policy: unknown value %s; using bidirectional", self.migration_policy)
             self.migration_policy = "bidirectional"
 
-    # ----- lookups used by the classic coordinator and the group handlers --------------------
+    # ----- lookups used by the group service and the group handlers ------------------------
+
+    @property
+    def groups(self) -> dict[str, ConsumerGroup]:
+        """The consumer groups of the one map (a snapshot)."""
+        return self.registry.consumer_groups()
 
     def group(self, group_id: str) -> ConsumerGroup | None:
-        group = self.groups.get(group_id)
-        return None if group is None or group.dead else group
+        return self.registry.consumer(group_id)
 
     def release_to_classic(self, group_id: str) -> bool:
         """A classic JoinGroup for ``group_id``: an Empty consumer group turns into a classic
@@ -132,23 +148,22 @@ class ConsumerGroupCoordinator:
         if group.members:
             return False
         try:
-            self._forget(group_id)
+            self.forget(group_id)
         except (OSError, KafkaError) as exc:
             log.error("deleting consumer group %s failed: %s", group_id, exc)
             return False
         return True
 
-    def _forget(self, group_id: str) -> None:
+    def forget(self, group_id: str) -> None:
         """Drop a consumer group, with tombstones for its records (raises if they cannot be
         written; then nothing is dropped)."""
-        tombstones: list[tuple[bytes, bytes | None]] = [(key, None) for key in self.written.get(group_id, {})]
-        if tombstones and self.store is not None:
-            self.store._write(group_id, tombstones)
-        self.written.pop(group_id, None)
-        group = self.groups.pop(group_id)
-        group.dead = True
+        self.log.delete(group_id)
+        group = self.registry.consumer(group_id)
+        self.registry.remove(group_id)
+        if group is not None:
+            group.dead = True
 
-    def _topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+    def topics(self) -> TopicMap:
         return {name: (info.topic_id, info.partitions) for name, info in self.controller.topics.items()}
 
     # ----- ConsumerGroupHeartbeat ------------------------------------------------------------
@@ -190,8 +205,8 @@ class ConsumerGroupCoordinator:
 
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         """One ConsumerGroupHeartbeat; raises KafkaError (with Kafka's message) on error."""
-        if self.classic is not None and self.classic.coordinator_error(req.group_id):
-            raise KafkaError(self.classic.coordinator_error(req.group_id))
+        if self.registry.coordinator_error(req.group_id):
+            raise KafkaError(self.registry.coordinator_error(req.group_id))
         self.validate(req)
         if req.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
             return self._leave(req)
@@ -216,21 +231,21 @@ class ConsumerGroupCoordinator:
             member.server_assignor = req.server_assignor
             bump = True
         member.client_id, member.client_host = req.client_id, req.client_host
-        topics = self._topics()
+        topics = self.topics()
         metadata = group.compute_subscription_metadata(topics)
         if bump or metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
-            self._bump(group, topics, f"member {member.member_id} joined or changed its subscription"
+            self.bump(group, topics, f"member {member.member_id} joined or changed its subscription"
                        if bump else "subscribed topics changed")
-        self._schedule_session(group, member)
+        self.schedule_session(group, member)
         changed = group.reconcile(member, req.owned)
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if changed:
-                self._schedule_rebalance_timeout(group, member)
+                self.schedule_rebalance_timeout(group, member)
         elif member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
             member.rebalance_timer = None
-        self._persist(group)
+        self.persist(group)
         full = (req.rebalance_timeout_ms != -1 and req.owned is not None and
                 (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         return HeartbeatResult(member.member_id, member.member_epoch, self.heartbeat_interval_ms,
@@ -240,9 +255,9 @@ class ConsumerGroupCoordinator:
         group = self.group(group_id)
         if group is not None:
             return group
-        classic = self.classic.groups.get(group_id) if self.classic is not None else None
+        classic = self.registry.classic(group_id)
         if classic is not None and classic.members:
-            upgraded = classic_members.upgrade(self, classic) if create else None
+            upgraded = self._upgrade(classic) if create else None
             if upgraded is None:
                 raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
             return upgraded
@@ -250,9 +265,8 @@ class ConsumerGroupCoordinator:
             # The member cannot be known without its group: UNKNOWN_MEMBER_ID makes the client
             # rejoin with epoch 0 (after its group was deleted, say) instead of failing.
             raise KafkaError(ErrorCode.unknown_member_id, f"Consumer group {group_id} not found.")
-        if classic is not None and self.classic is not None:
-            del self.classic.groups[group_id]  # an Empty classic group becomes a consumer group
-        group = self.groups[group_id] = ConsumerGroup(group_id)
+        group = ConsumerGroup(group_id)
+        self.registry.add(group)  # in place of an Empty classic group, if one stood for the id
         return group
 
     def _member_for(self, group: ConsumerGroup, req: HeartbeatRequest) -> tuple[ConsumerMember, bool]:
@@ -277,7 +291,7 @@ class ConsumerGroupCoordinator:
                     raise KafkaError(ErrorCode.unreleased_instance_id,
                                      f"Static member {holder_id} with instance id {req.instance_id} is not "
                                      "released yet: it must leave with epoch -2 first.")
-                return self._replace_static(group, holder, member_id), False
+                return self.replace_static(group, holder, member_id), False
         if existing is not None and existing.classic is not None:
             raise KafkaError(ErrorCode.unknown_member_id,
                              f"Member {member_id} uses the classic protocol in group {group.group_id}.")
@@ -312,7 +326,7 @@ class ConsumerGroupCoordinator:
                                  f"the one known by the group coordinator ({member.member_epoch}). The member must "
                                  "abandon all its partitions and rejoin.")
 
-    def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
+    def replace_static(self, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
         """KIP-848 static membership: a new member id takes over a released instance id with its
         assignment and epoch, without a rebalance."""
         del group.members[old.member_id]
@@ -341,47 +355,44 @@ class ConsumerGroupCoordinator:
             if member.member_epoch != LEAVE_STATIC_EPOCH:
                 member.previous_member_epoch = member.member_epoch
             member.member_epoch = LEAVE_STATIC_EPOCH
-            self._schedule_session(group, member)
-            self._persist(group)
+            self.schedule_session(group, member)
+            self.persist(group)
             return HeartbeatResult(req.member_id, LEAVE_STATIC_EPOCH, 0)
         self.remove_member(group, req.member_id, "left the group")
         return HeartbeatResult(req.member_id, LEAVE_EPOCH, 0)
 
     # ----- target assignment -------------------------------------------------------------------
 
-    def _bump(self, group: ConsumerGroup, topics: dict[str, tuple[uuid.UUID, int]], reason: str) -> None:
+    def bump(self, group: ConsumerGroup, topics: TopicMap, reason: str) -> None:
         group.group_epoch += 1
         self._compute_target(group, topics)
         log.info("consumer group %s epoch %d (%d members): %s", group.group_id, group.group_epoch,
                  len(group.members), reason)
 
-    def _compute_target(self, group: ConsumerGroup, topics: dict[str, tuple[uuid.UUID, int]]) -> None:
-        preferred = Counter(assignors.canonical_name(m.server_assignor) for m in group.members.values()
-                            if m.server_assignor)
-        preferred.pop(None, None)
-        name = preferred.most_common(1)[0][0] if preferred else self.assignors[0]
+    def _compute_target(self, group: ConsumerGroup, topics: TopicMap) -> None:
+        name = preferred_assignor(group, self.assignors[0])
         specs = {}
         for member_id, member in group.members.items():
             ids = {topics[n][0] for n in group.member_subscribed_topics(member, topics)}
             specs[member_id] = MemberSubscription(ids, group.target.get(member_id, {}))
         partitions = {topic_id: count for topic_id, count in group.subscription_metadata.values()}
-        group.target = assignors.assign(name or self.assignors[0], specs, partitions)
-        group.assignor_name = name or self.assignors[0]
+        group.target = assignors.assign(name, specs, partitions)
+        group.assignor_name = name
         group.assignment_epoch = group.group_epoch
 
     def remove_member(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
-        if member_id in group.members and classic_members.maybe_downgrade(self, group, member_id):
+        if member_id in group.members and self._maybe_downgrade(group, member_id):
             return
         if group.remove_member(member_id) is None:
             return
-        topics = self._topics()
+        topics = self.topics()
         group.subscription_metadata = group.compute_subscription_metadata(topics)
-        self._bump(group, topics, f"member {member_id} {reason}")
-        self._persist(group)
+        self.bump(group, topics, f"member {member_id} {reason}")
+        self.persist(group)
 
     # ----- timers ----------------------------------------------------------------------------
 
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         timeout_ms = member.classic[0] if member.classic is not None else self.session_timeout_ms
@@ -393,7 +404,7 @@ class ConsumerGroupCoordinator:
         if group.members.get(member.member_id) is member:
             self._remove_on_timer(group, member, "session expired")
 
-    def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
         member.rebalance_timer = asyncio.get_running_loop().call_later(
@@ -414,126 +425,97 @@ class ConsumerGroupCoordinator:
             log.warning("consumer group %s: removing member %s (%s) not written: %s", group.group_id,
                         member.member_id, reason, exc.code.name)
 
+    # ----- migration between the group types ------------------------------------------------
+
+    def _upgrade(self, classic: ClassicGroup) -> ConsumerGroup | None:
+        """Convert a classic group with members into a consumer group, or None when not allowed."""
+        if self.classic is None or not migration.allows_upgrade(self.migration_policy):
+            return None
+        if classic.protocol_type != CONSUMER_PROTOCOL_TYPE or len(classic.members) > self.max_size:
+            return None
+        try:
+            group = migration.to_consumer_group(classic, self.topics())
+        except ValueError as exc:
+            log.info("cannot upgrade classic group %s: malformed consumer protocol (%s)", classic.group_id, exc)
+            return None
+        # Tombstone the classic group's metadata first: if that fails, the group stays classic.
+        if self.store is not None:
+            self.store.delete_group_metadata(classic.group_id)
+        classic.close(ErrorCode.rebalance_in_progress)  # parked JoinGroup/SyncGroup rejoin
+        classic.transition(ClassicState.DEAD, classic.state_timestamp)
+        self.registry.add(group)
+        for member in group.members.values():
+            group.claim(member)
+            self.schedule_session(group, member)
+        log.info("classic group %s upgraded to a consumer group (%d classic members)", group.group_id,
+                 len(group.members))
+        return group
+
+    def _maybe_downgrade(self, group: ConsumerGroup, leaving_id: str) -> bool:
+        """Before ``leaving_id`` is removed: turn the group back into a classic group if only
+        classic members remain and the policy allows it (True: done, the member is gone)."""
+        rest = [m for m in group.members.values() if m.member_id != leaving_id]
+        if self.classic is None or not rest or any(m.classic is None for m in rest):
+            return False
+        if not migration.allows_downgrade(self.migration_policy) or len(rest) > self.classic.max_size:
+            return False
+        classic = migration.to_classic_group(group, rest, self.topics(), self.session_timeout_ms,
+                                             int(time.time() * 1000))
+        try:
+            self.forget(group.group_id)  # tombstones for the consumer group's records
+        except (OSError, KafkaError) as exc:
+            log.error("downgrading group %s failed: %s", group.group_id, exc)
+            return False
+        for m in group.members.values():
+            m.cancel_timers()
+        self.classic.adopt(classic, f"downgrade of group {group.group_id} from consumer to classic")
+        log.info("consumer group %s downgraded to a classic group (%d members)", group.group_id, len(rest))
+        return True
+
     # ----- persistence -----------------------------------------------------------------------------
 
-    def _records(self, group: ConsumerGroup) -> dict[bytes, bytes]:
-        gid = group.group_id
-        out = {records.encode_key(records.GROUP_METADATA, gid): records.encode_group_metadata(group.group_epoch),
-               records.encode_key(records.TARGET_METADATA, gid):
-                   records.encode_target_metadata(group.assignment_epoch)}
-        for mid, m in group.members.items():
-            out[records.encode_key(records.MEMBER_METADATA, gid, mid)] = records.encode_member_metadata(
-                records.MemberMetadata(m.instance_id, m.rack_id, m.client_id, m.client_host,
-                                       m.subscribed_topic_names, m.subscribed_topic_regex, m.rebalance_timeout_ms,
-                                       m.server_assignor, m.classic))
-            out[records.encode_key(records.TARGET_MEMBER, gid, mid)] = records.encode_target_member(
-                group.target.get(mid, {}))
-            out[records.encode_key(records.CURRENT_ASSIGNMENT, gid, mid)] = records.encode_current_assignment(
-                records.CurrentAssignment(m.member_epoch, m.previous_member_epoch, _STATE_CODES[m.state],
-                                          m.assigned, m.pending_revocation))
-        return out
-
-    def _persist(self, group: ConsumerGroup) -> None:
-        """Append the records that changed since the last write (tombstones for members gone).
+    def persist(self, group: ConsumerGroup) -> None:
+        """Write the group's changes (consumer_group_log.py).
 
         As Kafka's coordinator: a change that cannot be written is not kept — the group goes
         back to what the log holds (members keep the epochs and assignments last written) and
         the request fails with Kafka's error for a failed coordinator write."""
-        if self.store is None:
-            return
-        wanted = self._records(group)
-        before = self.written.get(group.group_id, {})
-        batch: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in wanted.items() if before.get(k) != v]
-        batch += [(k, None) for k in before if k not in wanted]
-        if not batch:
-            return
         try:
-            self.store._write(group.group_id, batch)
+            self.log.persist(group)
         except (OSError, KafkaError) as exc:
-            self._revert(group.group_id)
+            logged = self.log.forget(group.group_id)
+            self.unload({group.group_id})
+            self._restore(logged)
             raise KafkaError(coordinator_write_error(exc)) from exc
-        self.written[group.group_id] = wanted
-
-    def _revert(self, group_id: str) -> None:
-        """Rebuild a group from the records last written for it (none: it goes away)."""
-        logged = list(self.written.get(group_id, {}).items())
-        self.unload({group_id})
-        self._rebuild(logged)
 
     def load(self, logged: list[tuple[bytes, bytes | None]]) -> None:
         """Rebuild consumer groups from their replayed records (in log order; last one wins).
         Members come back with their epochs and assignments and must heartbeat within their
-        session timeout. An Empty classic group standing for the same id (made from its
-        offsets by the classic coordinator's load) is dropped."""
-        self._rebuild(logged)
-        if self.groups:
-            log.info("loaded %d consumer groups", len(self.groups))
+        session timeout. A group replaces the Empty classic group the classic coordinator's
+        load made from its offsets."""
+        if self._restore(logged):
+            log.info("loaded %d consumer groups", len(self.registry.consumer_groups()))
 
-    def _rebuild(self, logged: list[tuple[bytes, bytes | None]]) -> None:
-        latest: dict[bytes, bytes | None] = {}
-        for key, value in logged:
-            latest[key] = value
-        topics = self._topics()
-        for key, value in latest.items():
-            decoded = records.decode_key(key)
-            if value is None or decoded is None:
-                continue
-            kind, gid, mid = decoded
-            self.written.setdefault(gid, {})[key] = value
-            group = self.groups.get(gid) or self.groups.setdefault(gid, ConsumerGroup(gid))
-            if kind == records.GROUP_METADATA:
-                group.group_epoch = records.decode_epoch(value)
-            elif kind == records.TARGET_METADATA:
-                group.assignment_epoch = records.decode_epoch(value)
-            elif mid is not None:
-                member = group.members.get(mid) or group.members.setdefault(mid, ConsumerMember(mid))
-                if kind == records.MEMBER_METADATA:
-                    meta = records.decode_member_metadata(value)
-                    (member.instance_id, member.rack_id, member.client_id, member.client_host,
-                     member.subscribed_topic_names, member.subscribed_topic_regex, member.rebalance_timeout_ms,
-                     member.server_assignor) = (meta.instance_id, meta.rack_id, meta.client_id, meta.client_host,
-                                                meta.subscribed_topic_names, meta.subscribed_topic_regex,
-                                                meta.rebalance_timeout_ms, meta.server_assignor)
-                    member.classic = meta.classic
-                elif kind == records.TARGET_MEMBER:
-                    group.target[mid] = records.decode_target_member(value)
-                else:
-                    current = records.decode_current_assignment(value)
-                    member.member_epoch, member.previous_member_epoch = (current.member_epoch,
-                                                                         current.previous_member_epoch)
-                    member.state = _STATES.get(current.state, MemberState.STABLE)
-                    member.assigned, member.pending_revocation = current.assigned, current.pending_revocation
-        for gid, group in list(self.groups.items()):
-            if records.encode_key(records.GROUP_METADATA, gid) not in self.written.get(gid, {}):
-                del self.groups[gid]  # members without their group's record: nothing to restore
-                continue
-            for mid in [mid for mid in group.members
-                        if records.encode_key(records.MEMBER_METADATA, gid, mid) not in self.written[gid]]:
-                del group.members[mid]  # an assignment record of a member that was removed
+    def _restore(self, logged: list[tuple[bytes, bytes | None]]) -> int:
+        groups = self.log.rebuild(logged, self.topics(), self.assignors[0])
+        for group in groups:
+            self.registry.add(group)
             for member in group.members.values():
-                group.claim(member)
-                if member.instance_id:
-                    group.static_members[member.instance_id] = member.member_id
-            group.subscription_metadata = group.compute_subscription_metadata(topics)
-            preferred = Counter(assignors.canonical_name(m.server_assignor) for m in group.members.values()
-                                if m.server_assignor)
-            preferred.pop(None, None)
-            group.assignor_name = (preferred.most_common(1)[0][0] if preferred else self.assignors[0]) or ""
-            shadow = self.classic.groups.get(gid) if self.classic is not None else None
-            if shadow is not None and not shadow.members and self.classic is not None:
-                del self.classic.groups[gid]
-            for member in group.members.values():
-                self._schedule_session(group, member)
+                self.schedule_session(group, member)
+        return len(groups)
 
     def stop(self) -> None:
-        self.unload(set(self.groups))
+        self.unload(set(self.registry.consumer_groups()))
 
     def unload(self, group_ids: set[str]) -> None:
         """Drop groups (shutdown, or their offsets partition moved to another broker)."""
         for group_id in group_ids:
-            group = self.groups.pop(group_id, None)
-            self.written.pop(group_id, None)
-            for member in group.members.values() if group is not None else ():
+            self.log.forget(group_id)
+            group = self.registry.consumer(group_id)
+            if group is None:
+                continue
+            self.registry.remove(group_id)
+            for member in group.members.values():
                 member.cancel_timers()
 
     # ----- hooks for offsets and the admin APIs ----------------------------------------------------
@@ -546,8 +528,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             raise KafkaError(ErrorCode.unknown_member_id)
-        if member.classic is not None:
-            classic_members.validate_commit(member, member_epoch)
+        if member.classic is not None:  # a classic member commits at its generation, its member epoch
+            if member_epoch != member.member_epoch:
+                raise KafkaError(ErrorCode.illegal_generation)
             return
         if api_version < 9:
             raise KafkaError(ErrorCode.unsupported_version,
@@ -575,11 +558,8 @@ class ConsumerGroupCoordinator:
             return ErrorCode.group_id_not_found
         if group.state is not GroupState.EMPTY:
             return ErrorCode.non_empty_group
-        self._forget(group_id)  # raises OSError/KafkaError: nothing deleted
+        self.forget(group_id)  # raises OSError/KafkaError: nothing deleted
         return ErrorCode.none
-
-    def subscribed_topics(self, group: ConsumerGroup) -> set[str]:
-        return set(group.subscription_metadata)
 
     def expire_offsets(self, now_ms: int, retention_ms: int) -> None:
         """offsets.retention.minutes at ``now_ms`` (Kafka's ConsumerGroup expiration condition):
@@ -588,16 +568,14 @@ class ConsumerGroupCoordinator:
         group with no offset left is deleted (tombstones for its records and offsets; Dead)."""
         if self.store is None:
             return
-        for group_id, group in list(self.groups.items()):
-            if group.dead:
-                continue
+        for group_id, group in self.registry.consumer_groups().items():
             subscribed = set(group.subscription_metadata)
             for member in group.members.values():
                 subscribed.update(member.subscribed_topic_names)
             try:
                 if (self.store.expire_offsets(group_id, now_ms, retention_ms, None, subscribed.__contains__)
                         and group.state is GroupState.EMPTY):
-                    self._forget(group_id)
+                    self.forget(group_id)
                     self.store.delete_group(group_id)
                     log.info("consumer group %s: offsets expired, group deleted", group_id)
             except (OSError, KafkaError) as exc:

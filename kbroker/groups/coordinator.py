@@ -1,126 +1,83 @@
-"""GroupCoordinator: the classic group protocol (join, sync, heartbeat, leave) and the checks
-that offset commits make against a group, as Kafka's group coordinator does for classic groups.
+"""GroupCoordinator: the group service the group APIs call, as Kafka's GroupMetadataManager.
 
-All timing is asyncio timers (``call_later``): a member's session timeout, the rebalance
-(join) timeout, group.initial.rebalance.delay.ms for a group leaving Empty, the sync timeout
-and the offsets retention check. Group metadata is persisted through the OffsetStore (the one
-writer of ``__consumer_offsets``) when a generation becomes Stable or a group becomes Empty.
+It owns the one map of groups of every type (``GroupRegistry``) and routes each request by the
+type of the group its id stands for: classic groups to the ClassicGroupCoordinator, classic
+members of a consumer group to ``classic_members.py``, consumer groups to the
+ConsumerGroupCoordinator (which the composition root builds over this service's map and
+attaches as ``consumer``). It also runs the offsets retention check, whose rules differ by type.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups import classic_members
-from kbroker.groups.classic_group import ClassicGroup, GroupState, JoinResult, Member, SyncResult, leaving_member
-from kbroker.groups.offset_expiry import expire_classic_group_offsets
-from kbroker.groups.offset_store import OffsetAndMetadata, OffsetStore
+from kbroker.groups.classic_coordinator import ClassicGroupCoordinator
+from kbroker.groups.classic_group import ClassicGroup, JoinResult, SyncResult
+from kbroker.groups.group_registry import GroupRegistry, Ownership
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kbroker.config.kafka_config import KafkaConfig
     from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
     from kbroker.groups.consumer_group import ConsumerGroup
-    from kbroker.groups.partition_ownership import GroupPartitionOwnership
-
-log = logging.getLogger(__name__)
-
-_E, _P, _C, _S, _D = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE,
-                      GroupState.STABLE, GroupState.DEAD)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _resolve(future: asyncio.Future[Any] | None, result: object) -> None:
-    """Answer a parked JoinGroup/SyncGroup unless it is already answered or its request is gone."""
-    if future is not None and not future.done():
-        future.set_result(result)
+    from kbroker.groups.offset_store import OffsetAndMetadata, OffsetStore
 
 
 class GroupCoordinator:
     def __init__(self, offset_store: OffsetStore, config: KafkaConfig) -> None:
         self.store = offset_store
-        self.groups: dict[str, ClassicGroup] = {}
-        self.initial_delay_ms = config.get_int("group.initial.rebalance.delay.ms")
+        self.registry = GroupRegistry()
+        self.classic = ClassicGroupCoordinator(offset_store, config, self.registry)
+        # KIP-848 consumer groups: attached by the composition root once it has the controller
+        # (None: this service coordinates classic groups only).
+        self.consumer: ConsumerGroupCoordinator | None = None
         self.min_session_ms = config.get_int("group.min.session.timeout.ms")
         self.max_session_ms = config.get_int("group.max.session.timeout.ms")
-        self.max_size = config.get_int("group.max.size")
         self.retention_ms = config.get_int("offsets.retention.minutes") * 60_000
         self.retention_check_s = config.get_int("offsets.retention.check.interval.ms") / 1000
         self._retention_timer: asyncio.TimerHandle | None = None
-        # KIP-848 consumer groups live there; a group id is classic or consumer (set by the broker).
-        self.consumer: ConsumerGroupCoordinator | None = None
-        # Which offsets partitions this broker coordinates (set by the broker; None: all).
-        self.ownership: GroupPartitionOwnership | None = None
+
+    @property
+    def ownership(self) -> Ownership | None:
+        """Which offsets partitions this broker coordinates (None: all); set by the broker."""
+        return self.registry.ownership
+
+    @ownership.setter
+    def ownership(self, ownership: Ownership | None) -> None:
+        self.registry.ownership = ownership
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]:
+        """The classic groups of the one map (a snapshot; consumer groups: ``consumer.groups``)."""
+        return self.registry.classic_groups()
 
     def coordinator_error(self, group_id: str) -> ErrorCode:
-        return ErrorCode.none if self.ownership is None else self.ownership.error_for(group_id)
+        return self.registry.coordinator_error(group_id)
 
-    # ----- start-up -------------------------------------------------------------------------
+    def _consumer_group(self, group_id: str) -> tuple[ConsumerGroupCoordinator, ConsumerGroup] | None:
+        """The consumer coordinator and the group, if ``group_id`` stands for a consumer group."""
+        group = self.registry.consumer(group_id)
+        if group is None or self.consumer is None:
+            return None
+        return self.consumer, group
 
-    def load(self) -> None:
-        """Groups from the replayed log: members of a stored generation come back Stable and must
-        heartbeat within their session timeout; groups known only by offsets come back Empty."""
-        now = _now_ms()
-        for group_id, record in self.store.loaded_groups.items():
-            if record is None:
-                continue
-            group = ClassicGroup(group_id, now)
-            group.generation_id, group.protocol_name, group.leader_id = (
-                record.generation, record.protocol, record.leader)
-            group.protocol_type = record.protocol_type or None
-            if record.current_state_timestamp >= 0:
-                group.state_timestamp = record.current_state_timestamp
-            for m in record.members:
-                member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                m.rebalance_timeout_ms, m.session_timeout_ms, record.protocol_type,
-                                [(record.protocol or "", m.subscription)], m.assignment, is_new=False)
-                group.members[m.member_id] = member
-                if m.group_instance_id:
-                    group.static_members[m.group_instance_id] = m.member_id
-            group.state = _S if group.members else _E
-            self.groups[group_id] = group
-        for group_id, offsets in self.store.committed.items():
-            if offsets:  # a group whose offsets all got tombstones (expired, deleted) is gone
-                self.groups.setdefault(group_id, ClassicGroup(group_id, now))
-        self.store.loaded_groups.clear()
+    # ----- start and stop --------------------------------------------------------------------
 
     def start(self) -> None:
         """Arm the timers (needs the running loop): loaded members' sessions, offsets retention."""
-        self.arm_sessions(set(self.groups))
+        self.classic.arm_sessions(set(self.groups))
         self._retention_timer = asyncio.get_running_loop().call_later(self.retention_check_s, self._expire_offsets)
-
-    def arm_sessions(self, group_ids: set[str]) -> None:
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            for member in group.members.values() if group is not None else ():
-                self._schedule_session(group, member)
 
     def stop(self) -> None:
         """Shutdown: parked JoinGroup/SyncGroup requests are told to find the coordinator again."""
         if self._retention_timer is not None:
             self._retention_timer.cancel()
-        self.unload(set(self.groups))
+        self.classic.stop()
 
-    def unload(self, group_ids: set[str]) -> None:
-        """Drop groups (shutdown, or their partition moved): parked requests get NOT_COORDINATOR."""
-        for group in [self.groups.pop(g) for g in group_ids if g in self.groups]:
-            for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
-                if timer is not None:
-                    timer.cancel()
-            for member in group.members.values():
-                self._cancel_session(member)
-                _resolve(member.join_future, JoinResult(ErrorCode.not_coordinator, member.member_id))
-                _resolve(member.sync_future, SyncResult(ErrorCode.not_coordinator))
-
-    # ----- JoinGroup --------------------------------------------------------------------------
+    # ----- classic group APIs ------------------------------------------------------------------
 
     async def join(self, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
                    protocols: list[tuple[str, bytes]], session_ms: int, rebalance_ms: int, client_id: str,
@@ -131,402 +88,70 @@ class GroupCoordinator:
             return JoinResult(self.coordinator_error(group_id), member_id)
         if not self.min_session_ms <= session_ms <= self.max_session_ms:
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
-        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
-        if consumer_group is not None and consumer_group.members and self.consumer is not None:
-            # classic members of a consumer group (classic_members.py)
-            return classic_members.join(self.consumer, consumer_group, member_id, instance_id, protocol_type,
-                                        protocols, session_ms, rebalance_ms, client_id, client_host,
-                                        require_known_member_id)
-        if self.consumer is not None and not self.consumer.release_to_classic(group_id):
-            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(_D):
-            if member_id:
-                return JoinResult(ErrorCode.unknown_member_id, member_id)
-            group = self.groups[group_id] = ClassicGroup(group_id, _now_ms())
-        if not group.is_in(_E) and not group.supports(protocol_type, protocols):
-            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
-        if group.is_in(_E) and not (protocol_type and protocols):
-            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
-        loop = asyncio.get_running_loop()
-        if not member_id:
-            known_static = instance_id is not None and instance_id in group.static_members
-            if not known_static and len(group.members) + len(group.pending_members) >= self.max_size:
-                return JoinResult(ErrorCode.group_max_size_reached, member_id)
-            new_id = f"{client_id}-{uuid.uuid4()}"
-            if known_static:
-                return await self._replace_static_member(group, instance_id or "", new_id, protocols, session_ms,
-                                                         rebalance_ms)
-            if require_known_member_id and instance_id is None:
-                # KIP-394: the client must come back with this id; it holds a place until its session ends.
-                group.pending_members[new_id] = loop.call_later(
-                    session_ms / 1000, self._expire_pending, group, new_id)
-                return JoinResult(ErrorCode.member_id_required, new_id)
-            member = Member(new_id, instance_id, client_id, client_host, rebalance_ms, session_ms, protocol_type,
-                            protocols)
-            return await self._add_member_and_rebalance(group, member)
-        if member_id in group.pending_members:
-            group.pending_members.pop(member_id).cancel()
-            member = Member(member_id, instance_id, client_id, client_host, rebalance_ms, session_ms, protocol_type,
-                            protocols)
-            return await self._add_member_and_rebalance(group, member)
-        error = self._validate_member(group, member_id, instance_id)
-        if error:
-            return JoinResult(error, member_id)
-        member = group.members[member_id]
-        if group.is_in(_P):
-            self._update_member(member, protocols, session_ms, rebalance_ms)
-            return await self._await_join(group, member)
-        if group.is_in(_C) and member.matches(protocols):
-            # The member missed its JoinGroup response: answer it again.
-            return self._join_result(group, member)
-        if group.is_in(_S) and member_id != group.leader_id and member.matches(protocols):
-            return self._join_result(group, member)
-        if group.is_in(_C, _S):
-            self._update_member(member, protocols, session_ms, rebalance_ms)
-            self._prepare_rebalance(group, f"{member_id} rejoined with changed metadata or as leader")
-            return await self._await_join(group, member)
-        return JoinResult(ErrorCode.unknown_member_id, member_id)
-
-    async def _replace_static_member(self, group: ClassicGroup, instance_id: str, new_id: str,
-                                     protocols: list[tuple[str, bytes]], session_ms: int,
-                                     rebalance_ms: int) -> JoinResult:
-        """KIP-345: a known instance id takes over its member's place (and assignment) under a new
-        member id; the old id is fenced. A Stable group with unchanged metadata does not rebalance."""
-        old = group.members.pop(group.static_members[instance_id])
-        self._cancel_session(old)
-        _resolve(old.join_future, JoinResult(ErrorCode.fenced_instance_id, old.member_id))
-        _resolve(old.sync_future, SyncResult(ErrorCode.fenced_instance_id))
-        unchanged = old.matches(protocols)
-        group.pending_sync.discard(old.member_id)
-        old.member_id = new_id
-        old.join_future = old.sync_future = None
-        group.members[new_id] = old
-        group.static_members[instance_id] = new_id
-        if group.leader_id not in group.members:
-            group.leader_id = new_id
-        self._update_member(old, protocols, session_ms, rebalance_ms)
-        if group.is_in(_S) and unchanged:
-            self._store(group)
-            self._schedule_session(group, old)
-            result = self._join_result(group, old)
-            if new_id == group.leader_id:
-                result.skip_assignment = True  # the leader learns the members but keeps the assignment
-            return result
-        self._prepare_rebalance(group, f"static member {instance_id} rejoined")
-        return await self._await_join(group, old)
-
-    def _update_member(self, member: Member, protocols: list[tuple[str, bytes]], session_ms: int,
-                       rebalance_ms: int) -> None:
-        member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = protocols, session_ms, rebalance_ms
-
-    async def _add_member_and_rebalance(self, group: ClassicGroup, member: Member) -> JoinResult:
-        group.members[member.member_id] = member
-        if group.protocol_type is None or not group.members.keys() - {member.member_id}:
-            group.protocol_type = member.protocol_type
-        if member.group_instance_id:
-            group.static_members[member.group_instance_id] = member.member_id
-        if group.leader_id not in group.members:
-            group.leader_id = member.member_id
-        if group.is_in(_P):
-            return await self._await_join(group, member)
-        self._prepare_rebalance(group, f"adding new member {member.member_id}")
-        return await self._await_join(group, member)
-
-    async def _await_join(self, group: ClassicGroup, member: Member) -> JoinResult:
-        member.join_future = asyncio.get_running_loop().create_future()
-        future = member.join_future
-        self._schedule_session(group, member)
-        self._maybe_complete_join(group)
-        return await future
-
-    def _join_result(self, group: ClassicGroup, member: Member) -> JoinResult:
-        result = JoinResult(ErrorCode.none, member.member_id, group.generation_id, group.protocol_type,
-                            group.protocol_name, group.leader_id or "")
-        if member.member_id == group.leader_id:
-            result.members = [(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
-                              for m in group.members.values()]
-        return result
-
-    # ----- rebalance ----------------------------------------------------------------------------
-
-    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
-        loop = asyncio.get_running_loop()
-        if group.is_in(_C):
-            for member in group.members.values():
-                member.assignment = b""
-                _resolve(member.sync_future, SyncResult(ErrorCode.rebalance_in_progress))
-        if group.sync_timer is not None:
-            group.sync_timer.cancel()
-            group.sync_timer = None
-        group.pending_sync.clear()
-        if group.join_timer is not None:
-            group.join_timer.cancel()
-        if group.is_in(_E) and self.initial_delay_ms > 0:
-            # Kafka's InitialDelayedJoin: wait for more members, up to the rebalance timeout; it
-            # does not end early when everyone known has joined.
-            group.in_initial_delay = True
-            group.initial_delay_left_ms = max(group.max_rebalance_timeout_ms() - self.initial_delay_ms, 0)
-            group.join_timer = loop.call_later(self.initial_delay_ms / 1000, self._initial_delay_expired, group,
-                                               len(group.members))
-        else:
-            group.join_timer = loop.call_later(group.max_rebalance_timeout_ms() / 1000, self._complete_join, group)
-        log.info("group %s preparing rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
-        group.transition(_P, _now_ms())
-
-    def _initial_delay_expired(self, group: ClassicGroup, members_before: int) -> None:
-        if len(group.members) > members_before and group.initial_delay_left_ms > 0:
-            delay = min(self.initial_delay_ms, group.initial_delay_left_ms)
-            group.initial_delay_left_ms -= delay
-            group.join_timer = asyncio.get_running_loop().call_later(
-                delay / 1000, self._initial_delay_expired, group, len(group.members))
-            return
-        self._complete_join(group)
-
-    def _maybe_complete_join(self, group: ClassicGroup) -> None:
-        if group.is_in(_P) and not group.in_initial_delay and group.all_members_joined():
-            self._complete_join(group)
-
-    def _complete_join(self, group: ClassicGroup) -> None:
-        if not group.is_in(_P):
-            return
-        if group.join_timer is not None:
-            group.join_timer.cancel()
-            group.join_timer = None
-        group.initial_delay_left_ms = 0
-        group.in_initial_delay = False
-        now = _now_ms()
-        for member in [m for m in group.members.values() if not m.awaiting_join]:
-            self._remove_member(group, member)
-        group.generation_id += 1
-        if not group.members:
-            group.protocol_name = None
-            group.leader_id = None
-            group.transition(_E, now)
-            self._store(group)
-            return
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
-        group.protocol_name = group.select_protocol()
-        group.transition(_C, now)
-        group.pending_sync = set(group.members)
-        group.sync_timer = asyncio.get_running_loop().call_later(
-            group.max_rebalance_timeout_ms() / 1000, self._sync_expired, group, group.generation_id)
-        log.info("group %s generation %d: %d members, protocol %s", group.group_id, group.generation_id,
-                 len(group.members), group.protocol_name)
-        for member in group.members.values():
-            _resolve(member.join_future, self._join_result(group, member))
-            member.is_new = False
-            self._schedule_session(group, member)
-
-    def _sync_expired(self, group: ClassicGroup, generation: int) -> None:
-        """Members that never sent SyncGroup for this generation are removed (Kafka's pending sync)."""
-        group.sync_timer = None
-        if group.generation_id != generation or not group.is_in(_C, _S) or not group.pending_sync:
-            return
-        for member_id in list(group.pending_sync):
-            if member_id in group.members:
-                self._remove_member(group, group.members[member_id])
-        self._after_removal(group, "members did not sync in time")
-
-    def _remove_member(self, group: ClassicGroup, member: Member) -> None:
-        group.members.pop(member.member_id, None)
-        group.pending_sync.discard(member.member_id)
-        if member.group_instance_id and group.static_members.get(member.group_instance_id) == member.member_id:
-            del group.static_members[member.group_instance_id]
-        self._cancel_session(member)
-        _resolve(member.join_future, JoinResult(ErrorCode.unknown_member_id, member.member_id))
-        _resolve(member.sync_future, SyncResult(ErrorCode.unknown_member_id))
-        if group.leader_id == member.member_id:
-            group.leader_id = next(iter(group.members), None)
-
-    def _after_removal(self, group: ClassicGroup, reason: str) -> None:
-        if group.is_in(_C, _S):
-            self._prepare_rebalance(group, reason)
-        if group.is_in(_P):
-            # As Kafka's DelayedJoin, tried at once: the last member gone, the group is Empty now
-            # (not a rebalance timeout later), which is when its offsets' retention starts.
-            self._maybe_complete_join(group)
-
-    # ----- sessions ------------------------------------------------------------------------------
-
-    def _schedule_session(self, group: ClassicGroup, member: Member) -> None:
-        self._cancel_session(member)
-        member.session_timer = asyncio.get_running_loop().call_later(
-            member.session_timeout_ms / 1000, self._session_expired, group, member)
-
-    @staticmethod
-    def _cancel_session(member: Member) -> None:
-        if member.session_timer is not None:
-            member.session_timer.cancel()
-            member.session_timer = None
-
-    def _session_expired(self, group: ClassicGroup, member: Member) -> None:
-        member.session_timer = None
-        if group.members.get(member.member_id) is not member:
-            return
-        if member.awaiting_join or member.awaiting_sync:
-            self._schedule_session(group, member)  # a parked request counts as a heartbeat
-            return
-        log.info("group %s: member %s session expired", group.group_id, member.member_id)
-        self._remove_member(group, member)
-        self._after_removal(group, f"removing member {member.member_id} on heartbeat expiration")
-
-    def _expire_pending(self, group: ClassicGroup, member_id: str) -> None:
-        if group.pending_members.pop(member_id, None) is not None:
-            self._maybe_complete_join(group)
-
-    # ----- SyncGroup / Heartbeat / LeaveGroup ------------------------------------------------
-
-    def _validate_member(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> ErrorCode:
-        if instance_id is not None and instance_id in group.static_members:
-            if group.static_members[instance_id] != member_id:
-                return ErrorCode.fenced_instance_id
-        if member_id not in group.members:
-            return ErrorCode.unknown_member_id
-        return ErrorCode.none
+        consumer = self._consumer_group(group_id)
+        if consumer is not None:
+            cc, group = consumer
+            if group.members:
+                return classic_members.join(cc, group, member_id, instance_id, protocol_type, protocols,
+                                            session_ms, rebalance_ms, client_id, client_host,
+                                            require_known_member_id)
+            if not cc.release_to_classic(group_id):  # an Empty consumer group turns classic
+                return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
+        return await self.classic.join(group_id, member_id, instance_id, protocol_type, protocols, session_ms,
+                                       rebalance_ms, client_id, client_host, require_known_member_id)
 
     async def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes]) -> SyncResult:
         if self.coordinator_error(group_id):
             return SyncResult(self.coordinator_error(group_id))
-        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
-        if consumer_group is not None and self.consumer is not None:
-            return classic_members.sync(self.consumer, consumer_group, generation, member_id, instance_id,
-                                        protocol_type, protocol_name)
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(_D, _E):
-            return SyncResult(ErrorCode.unknown_member_id)
-        error = self._validate_member(group, member_id, instance_id)
-        if error:
-            return SyncResult(error)
-        if generation != group.generation_id:
-            return SyncResult(ErrorCode.illegal_generation)
-        if (protocol_type is not None and protocol_type != group.protocol_type) or (
-                protocol_name is not None and protocol_name != group.protocol_name):
-            return SyncResult(ErrorCode.inconsistent_group_protocol)
-        if group.is_in(_P):
-            return SyncResult(ErrorCode.rebalance_in_progress)
-        member = group.members[member_id]
-        self._schedule_session(group, member)
-        group.pending_sync.discard(member_id)
-        if group.is_in(_S):
-            return SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment)
-        member.sync_future = asyncio.get_running_loop().create_future()
-        future = member.sync_future
-        if member_id == group.leader_id:
-            for m in group.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
-            try:
-                self._store(group, raise_errors=True)
-            except (OSError, KafkaError) as exc:
-                log.warning("storing group %s failed: %s", group.group_id, exc)
-                error = coordinator_write_error(exc)
-                for m in group.members.values():
-                    m.assignment = b""
-                    _resolve(m.sync_future, SyncResult(error))
-                self._prepare_rebalance(group, "storing the assignment failed")
-                return await future
-            group.transition(_S, _now_ms())
-            for m in group.members.values():
-                _resolve(m.sync_future,
-                         SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, m.assignment))
-        return await future
+        consumer = self._consumer_group(group_id)
+        if consumer is not None:
+            return classic_members.sync(*consumer, generation, member_id, instance_id, protocol_type, protocol_name)
+        return await self.classic.sync(group_id, generation, member_id, instance_id, protocol_type, protocol_name,
+                                       assignments)
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
         if self.coordinator_error(group_id):
             return self.coordinator_error(group_id)
-        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
-        if consumer_group is not None and self.consumer is not None:
-            return classic_members.heartbeat(self.consumer, consumer_group, generation, member_id, instance_id)
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(_D, _E):
-            return ErrorCode.unknown_member_id
-        error = self._validate_member(group, member_id, instance_id)
-        if error:
-            return error
-        if generation != group.generation_id:
-            return ErrorCode.illegal_generation
-        self._schedule_session(group, group.members[member_id])
-        return ErrorCode.rebalance_in_progress if group.is_in(_P) else ErrorCode.none
+        consumer = self._consumer_group(group_id)
+        if consumer is not None:
+            return classic_members.heartbeat(*consumer, generation, member_id, instance_id)
+        return self.classic.heartbeat(group_id, generation, member_id, instance_id)
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """Top-level error and one error per (member id, instance id) leaving."""
         if self.coordinator_error(group_id):
             return self.coordinator_error(group_id), []
-        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
-        if consumer_group is not None and self.consumer is not None:
-            return classic_members.leave(self.consumer, consumer_group, members)
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(_D):
-            return ErrorCode.unknown_member_id, []
-        errors = []
-        removed = False
-        for member_id, instance_id in members:
-            member_id, error = leaving_member(group.static_members, member_id, instance_id)
-            if error is not ErrorCode.none:
-                errors.append(error)
-                continue
-            if member_id in group.pending_members:
-                group.pending_members.pop(member_id).cancel()
-                errors.append(ErrorCode.none)
-                removed = True
-                continue
-            if member_id not in group.members:
-                errors.append(ErrorCode.unknown_member_id)
-                continue
-            self._remove_member(group, group.members[member_id])
-            errors.append(ErrorCode.none)
-            removed = True
-        if removed:
-            self._after_removal(group, "members left the group")
-        return ErrorCode.none, errors
+        consumer = self._consumer_group(group_id)
+        if consumer is not None:
+            return classic_members.leave(*consumer, members)
+        return self.classic.leave(group_id, members)
 
-    # ----- offsets -----------------------------------------------------------------------------
+    # ----- offsets and group administration ------------------------------------------------------
 
     def validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                         api_version: int, transactional: bool = False) -> None:
         """Raises the error an OffsetCommit (or, ``transactional``, a TxnOffsetCommit) gets for this
-        group, as Kafka's classic-group checks; a commit with generation -1 and no member to a group
-        without members is a simple commit. A transactional commit without member or generation is
-        accepted whatever the group's state, and one during CompletingRebalance too, as in Kafka."""
+        group: member epochs for a consumer group, Kafka's classic-group checks otherwise."""
         if self.coordinator_error(group_id):
             raise KafkaError(self.coordinator_error(group_id))
-        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
-        if consumer_group is not None and self.consumer is not None:
-            if transactional:  # Kafka: no API-version rule, and a stale epoch is ILLEGAL_GENERATION
-                if generation < 0 and not consumer_group.members:
-                    return
-                member = consumer_group.members.get(member_id)
-                if member is None:
-                    raise KafkaError(ErrorCode.unknown_member_id)
-                if generation != member.member_epoch:
-                    raise KafkaError(ErrorCode.illegal_generation)
-                return
-            self.consumer.validate_commit(consumer_group, member_id, generation, api_version)  # member epochs
+        consumer = self._consumer_group(group_id)
+        if consumer is None:
+            self.classic.validate_commit(group_id, generation, member_id, instance_id, api_version, transactional)
             return
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(_D):
-            if generation >= 0 or member_id or instance_id is not None:
-                raise KafkaError(ErrorCode.group_id_not_found if api_version >= 9 and not transactional
-                                 else ErrorCode.illegal_generation)
-            self.groups[group_id] = ClassicGroup(group_id, _now_ms())
+        cc, group = consumer
+        if not transactional:
+            cc.validate_commit(group, member_id, generation, api_version)
             return
-        if generation < 0 and group.is_in(_E):
+        # Kafka: no API-version rule for a transactional commit, and a stale epoch is ILLEGAL_GENERATION
+        if generation < 0 and not group.members:
             return
-        if generation >= 0 or member_id or instance_id is not None:
-            error = self._validate_member(group, member_id, instance_id)
-            if error:
-                raise KafkaError(error)
-            if generation != group.generation_id:
-                raise KafkaError(ErrorCode.illegal_generation)
-        elif transactional:
-            return
-        else:
+        member = group.members.get(member_id)
+        if member is None:
             raise KafkaError(ErrorCode.unknown_member_id)
-        if group.is_in(_C) and not transactional:
-            raise KafkaError(ErrorCode.rebalance_in_progress)
+        if generation != member.member_epoch:
+            raise KafkaError(ErrorCode.illegal_generation)
 
     def commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
         self.store.commit(group_id, offsets)
@@ -534,52 +159,30 @@ class GroupCoordinator:
     def delete_group(self, group_id: str) -> ErrorCode:
         if self.coordinator_error(group_id):
             return self.coordinator_error(group_id)
-        if self.consumer is not None and self.consumer.group(group_id) is not None:
-            error = self.consumer.delete_group(group_id)
-            if error == ErrorCode.none:
-                self.store.delete_group(group_id)
-            return error
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(_D):
-            return ErrorCode.group_id_not_found
-        if not group.is_in(_E):
-            return ErrorCode.non_empty_group
-        self.store.delete_group(group_id)
-        group.transition(_D, _now_ms())
-        del self.groups[group_id]
-        return ErrorCode.none
+        consumer = self._consumer_group(group_id)
+        if consumer is None:
+            return self.classic.delete_group(group_id)
+        error = consumer[0].delete_group(group_id)
+        if error == ErrorCode.none:
+            self.store.delete_group(group_id)
+        return error
 
     def validate_offset_delete(self, group_id: str) -> tuple[ClassicGroup | ConsumerGroup, set[str] | None]:
         """The group and the topics it is subscribed to (None: every topic counts as subscribed)."""
         if self.coordinator_error(group_id):
             raise KafkaError(self.coordinator_error(group_id))
-        consumer_group = self.consumer.group(group_id) if self.consumer is not None else None
-        if consumer_group is not None:
-            return consumer_group, set(consumer_group.subscription_metadata)
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(_D):
-            raise KafkaError(ErrorCode.group_id_not_found)
-        if group.is_in(_E):
-            return group, set()
-        if group.protocol_type != "consumer":
-            raise KafkaError(ErrorCode.non_empty_group)
-        return group, group.subscribed_topics()
-
-    def _store(self, group: ClassicGroup, raise_errors: bool = False) -> None:
-        try:
-            self.store.store_group(group.group_id, group.to_record())
-        except (OSError, KafkaError) as exc:
-            if raise_errors:
-                raise
-            log.error("storing group %s failed: %s", group.group_id, exc)
+        consumer = self._consumer_group(group_id)
+        if consumer is not None:
+            return consumer[1], set(consumer[1].subscription_metadata)
+        return self.classic.validate_offset_delete(group_id)
 
     def _expire_offsets(self) -> None:
         """The offsets.retention.check.interval.ms timer."""
         self._retention_timer = asyncio.get_running_loop().call_later(self.retention_check_s, self._expire_offsets)
-        self.expire_offsets(_now_ms())
+        self.expire_offsets(int(time.time() * 1000))
 
     def expire_offsets(self, now_ms: int) -> None:
-        """offsets.retention.minutes at ``now_ms`` (offset_expiry.py has Kafka's rules)."""
-        expire_classic_group_offsets(self.groups, self.store, self.retention_ms, now_ms)
+        """offsets.retention.minutes at ``now_ms``, by each group type's rules."""
+        self.classic.expire_offsets(now_ms, self.retention_ms)
         if self.consumer is not None:
             self.consumer.expire_offsets(now_ms, self.retention_ms)

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import logging
 
-from kbroker.groups.classic_group import ClassicGroup, GroupState
+from kbroker.groups.classic_group import GroupState
+from kbroker.groups.group_registry import GroupRegistry
 from kbroker.groups.offset_store import OffsetStore
 from kbroker.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
 
-def expire_classic_group_offsets(groups: dict[str, ClassicGroup], store: OffsetStore, retention_ms: int,
+def expire_classic_group_offsets(registry: GroupRegistry, store: OffsetStore, retention_ms: int,
                                  now_ms: int) -> None:
-    for group_id, group in list(groups.items()):
+    for group_id, group in registry.classic_groups().items():
         since: int | None = None
         topics: set[str] = set()
         if not group.protocol_type:
@@ -41,7 +42,7 @@ def expire_classic_group_offsets(groups: dict[str, ClassicGroup], store: OffsetS
                                     topics.__contains__) and group.is_in(GroupState.EMPTY):
                 store.delete_group(group_id)
                 group.transition(GroupState.DEAD, now_ms)
-                del groups[group_id]
+                registry.remove(group_id)
                 log.info("group %s: offsets expired, group deleted", group_id)
         except (OSError, KafkaError) as exc:
             log.error("expiring offsets of group %s failed: %s", group_id, exc)

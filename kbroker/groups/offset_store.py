@@ -180,10 +180,10 @@ class OffsetStore:
                 current[tp] = value
 
     def _append(self, group: str, offsets: Offsets, producer_id: int = -1, producer_epoch: int = -1) -> None:
-        self._write(group, [(encode_key(group, t, p), encode_value(o)) for (t, p), o in offsets.items()],
+        self.write_records(group, [(encode_key(group, t, p), encode_value(o)) for (t, p), o in offsets.items()],
                     producer_id, producer_epoch)
 
-    def _write(self, group: str, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
+    def write_records(self, group: str, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
                producer_epoch: int = -1) -> None:
         """One batch in the group's partition; returns once the bytes are in the OS (os.write)."""
         self.ensure_topic()
@@ -227,13 +227,18 @@ class OffsetStore:
 
     def store_group(self, group: str, record: GroupRecord) -> None:
         """Write the group's metadata (GroupMetadataKey v2 / GroupMetadataValue v3)."""
-        self._write(group, [(encode_group_key(group), encode_group_record(record))])
+        self.write_records(group, [(encode_group_key(group), encode_group_record(record))])
+
+    def delete_group_metadata(self, group: str) -> None:
+        """A tombstone for the classic group's metadata only (its offsets stay): the group
+        became a consumer group."""
+        self.write_records(group, [(encode_group_key(group), None)])
 
     def delete_offsets(self, group: str, tps: list[tuple[str, int]]) -> None:
         """Tombstones for these offsets (OffsetDelete, expiry); written, then forgotten."""
         present = [tp for tp in tps if tp in self.committed.get(group, {})]
         if present:
-            self._write(group, [(encode_key(group, t, p), None) for t, p in present])
+            self.write_records(group, [(encode_key(group, t, p), None) for t, p in present])
             self._apply(group, dict.fromkeys(present))
 
     def expire_offsets(self, group: str, now_ms: int, retention_ms: int, since_ms: int | None,
@@ -259,7 +264,7 @@ class OffsetStore:
         records: list[tuple[bytes, bytes | None]] = [
             (encode_key(group, t, p), None) for t, p in self.committed.get(group, {})]
         records.append((encode_group_key(group), None))
-        self._write(group, records)
+        self.write_records(group, records)
         self.committed.pop(group, None)
 
 

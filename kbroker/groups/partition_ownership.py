@@ -23,9 +23,9 @@ log = logging.getLogger(__name__)
 
 
 class GroupPartitionOwnership:
-    def __init__(self, store: OffsetStore, classic: GroupCoordinator, consumer: ConsumerGroupCoordinator) -> None:
+    def __init__(self, store: OffsetStore, groups: GroupCoordinator, consumer: ConsumerGroupCoordinator) -> None:
         self.store = store
-        self.classic = classic
+        self.groups = groups
         self.consumer = consumer
         self.owned: set[int] = set()  # nothing until elected leader of an offsets partition
 
@@ -39,17 +39,16 @@ class GroupPartitionOwnership:
         if leader and index not in self.owned:
             self.store.load_partition(index)
             loaded = set(self.store.loaded_groups)
-            self.classic.load()
+            self.groups.classic.load()
             self.consumer.load(self.store.consumer_group_records)
             self.store.consumer_group_records.clear()
-            self.classic.arm_sessions(loaded)
+            self.groups.classic.arm_sessions(loaded)
             self.owned.add(index)
             log.info("coordinating the groups of __consumer_offsets-%d", index)
         elif not leader and index in self.owned:
             self.owned.discard(index)
-            groups = {g for g in (*self.classic.groups, *self.consumer.groups)
-                      if self.store.partition_for(g) == index}
-            self.classic.unload(groups)
+            groups = {g for g in self.groups.registry.ids() if self.store.partition_for(g) == index}
+            self.groups.classic.unload(groups)
             self.consumer.unload(groups)
             self.store.unload_partition(index)
             log.info("no longer coordinating the groups of __consumer_offsets-%d", index)

@@ -22,7 +22,7 @@ import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 from kbroker.config.kafka_config import KafkaConfig
-from kbroker.groups import classic_members, consumer_group_records
+from kbroker.groups import consumer_group_records, consumer_protocol
 from kbroker.groups.classic_group import GroupState
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
 from kbroker.groups.consumer_group import GroupState as ConsumerState
@@ -104,8 +104,8 @@ async def stable_classic_group(classic: GroupCoordinator, protocol_type: str = "
                                                False) for _ in range(2)))
     assert a.generation_id == b.generation_id == 1
     leader = a if a.member_id == a.leader else b
-    assignments = {a.member_id: classic_members.encode_assignment(1, {"t": {0}}),
-                   b.member_id: classic_members.encode_assignment(1, {"t": {1}})}
+    assignments = {a.member_id: consumer_protocol.encode_assignment(1, {"t": {0}}),
+                   b.member_id: consumer_protocol.encode_assignment(1, {"t": {1}})}
     synced = await asyncio.gather(*(classic.sync("g", 1, m.member_id, None, protocol_type, "range",
                                                  assignments if m is leader else {}) for m in (a, b)))
     assert [s.error for s in synced] == [ErrorCode.none, ErrorCode.none]
@@ -119,13 +119,13 @@ def consumer_join(consumer: ConsumerGroupCoordinator, member: str = "new") -> in
 
 
 def test_consumer_protocol_codec() -> None:
-    sub = classic_members.decode_subscription(subscription(1, ["t", "u"], {"t": [0, 1]}))
+    sub = consumer_protocol.decode_subscription(subscription(1, ["t", "u"], {"t": [0, 1]}))
     assert (sub.version, sub.topics, sub.owned) == (1, ["t", "u"], {"t": {0, 1}})
-    assert classic_members.decode_subscription(subscription(0, ["t"])).owned is None
-    encoded = classic_members.encode_assignment(3, {"t": {1, 0}, "u": {2}})
-    assert classic_members.decode_assignment(encoded) == {"t": {0, 1}, "u": {2}}
+    assert consumer_protocol.decode_subscription(subscription(0, ["t"])).owned is None
+    encoded = consumer_protocol.encode_assignment(3, {"t": {1, 0}, "u": {2}})
+    assert consumer_protocol.decode_assignment(encoded) == {"t": {0, 1}, "u": {2}}
     with pytest.raises(ValueError):
-        classic_members.decode_subscription(b"\x00")
+        consumer_protocol.decode_subscription(b"\x00")
     meta = consumer_group_records.MemberMetadata(None, None, "c", "h", ["t"], None, 5000, None,
                                                  (6000, [("range", b"\x00\x01"), ("roundrobin", b"")]))
     decoded = consumer_group_records.decode_member_metadata(consumer_group_records.encode_member_metadata(meta))
@@ -158,7 +158,7 @@ def test_upgrade_rejoin_and_disjoint_assignments() -> None:
                 assert synced.error == ErrorCode.none
                 for p in [p for p, m in owned.items() if m == member_id]:
                     del owned[p]
-                for p in classic_members.decode_assignment(synced.assignment).get("t", set()):
+                for p in consumer_protocol.decode_assignment(synced.assignment).get("t", set()):
                     owned[p] = member_id
             consumer.heartbeat(HeartbeatRequest("g", "new", group.members["new"].member_epoch, owned={
                 T: {p for p in range(2) if group.members["new"].assigned.get(T, set()) >= {p}}}))
@@ -199,7 +199,7 @@ def test_last_consumer_member_leaving_downgrades() -> None:
         assert back.is_in(GroupState.PREPARING_REBALANCE) and set(back.members) == {a, b}
         assert back.protocol_type == "consumer" and back.protocol_name == "range"
         for m in (a, b):  # each keeps its target from the consumer group
-            assert classic_members.decode_assignment(back.members[m].assignment).get("t", set()) == target[m]
+            assert consumer_protocol.decode_assignment(back.members[m].assignment).get("t", set()) == target[m]
         classic.stop()
     run(body)
 

@@ -23,12 +23,13 @@ from kbroker.groups.consumer_group import GroupState, MemberState
 T = uuid.UUID(int=7)
 
 
-def make(topics: dict[str, int] | None = None, **overrides: str) -> tuple[ConsumerGroupCoordinator, Any]:
+def make(topics: dict[str, int] | None = None, store: Any = None,
+         **overrides: str) -> tuple[ConsumerGroupCoordinator, Any]:
     controller = SimpleNamespace(topics={
         name: SimpleNamespace(topic_id=uuid.UUID(int=7 + i), partitions=n)
         for i, (name, n) in enumerate((topics or {"t": 6}).items())})
     config = KafkaConfig(dict(overrides), {k: "test" for k in overrides})
-    return ConsumerGroupCoordinator(config, controller, None), controller
+    return ConsumerGroupCoordinator(config, controller, None, store), controller
 
 
 def join(c: ConsumerGroupCoordinator, member: str, topics: tuple[str, ...] = ("t",), **kw: Any) -> Any:
@@ -240,15 +241,14 @@ class FakeStore:
     def __init__(self) -> None:
         self.log: list[tuple[bytes, bytes | None]] = []
 
-    def _write(self, group: str, batch: list[tuple[bytes, bytes | None]]) -> None:
+    def write_records(self, group: str, batch: list[tuple[bytes, bytes | None]]) -> None:
         self.log.extend(batch)
 
 
 def test_records_replay_into_the_same_group() -> None:
     async def body() -> None:
-        c, controller = make()
         store = FakeStore()
-        c.store = store  # type: ignore[assignment]
+        c, controller = make(store=store)
         join(c, "a", instance_id="i1")
         join(c, "b", server_assignor="range")
         r = beat(c, "a", 1, {T: set(range(6))})
@@ -294,17 +294,16 @@ class FullDiskStore(FakeStore):
         super().__init__()
         self.full = False
 
-    def _write(self, group: str, batch: list[tuple[bytes, bytes | None]]) -> None:
+    def write_records(self, group: str, batch: list[tuple[bytes, bytes | None]]) -> None:
         if self.full:
             raise OSError(28, "No space left on device")
-        super()._write(group, batch)
+        super().write_records(group, batch)
 
 
 def test_a_change_that_cannot_be_written_is_not_kept_and_fails_with_not_coordinator() -> None:
     async def body() -> None:
-        c, _ = make()
         store = FullDiskStore()
-        c.store = store  # type: ignore[assignment]
+        c, _ = make(store=store)
         join(c, "a")
         join(c, "b")
         before = c.groups["g"]

@@ -124,7 +124,7 @@ def test_empty_classic_group_expires_retention_after_it_became_empty_and_is_dele
         assert "g" not in reloaded.committed or reloaded.committed["g"] == {}
         assert reloaded.loaded_groups["g"] is None  # the group metadata got its tombstone
         restarted = GroupCoordinator(reloaded, KafkaConfig({}, {}))
-        restarted.load()
+        restarted.classic.load()
         assert "g" not in restarted.groups  # not brought back by its offsets' tombstones
         classic.stop()
         consumer.stop()
