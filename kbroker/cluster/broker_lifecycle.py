@@ -19,7 +19,7 @@ import datetime
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.allocate_producer_ids.v0 import request as allocate_v0
 from kio.schema.alter_partition.v3 import request as alter_partition_v3
@@ -28,18 +28,19 @@ from kio.schema.broker_registration.v4 import request as registration_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 
 from kbroker.cluster.controller_channel import LocalControllerClient
+from kbroker.config.kafka_config import KafkaConfig
+from kbroker.network.dispatcher import Dispatcher
 from kbroker.node.meta_properties import adopt_cluster_id
 from kbroker.protocol.codec import build
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import split_batches
+from kbroker.replication.forwarding_controller import ForwardingController
 from kbroker.replication.inter_broker_client import InterBrokerClient
 from kbroker.replication.loop_turns import LoopTurns
 from kbroker.replication.quorum.metadata_image import METADATA_TOPIC, MetadataImage, decode_batch
 from kbroker.replication.quorum.partition_registration import PartitionRegistration
-
-if TYPE_CHECKING:
-    from kbroker.node.broker import Broker
-    from kbroker.node.controller_node import ControllerNode
+from kbroker.replication.quorum.quorum_controller import QuorumController
+from kbroker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,38 @@ RETRY_BACKOFF_S = 0.1
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 
 
+class LifecycleBroker(Protocol):
+    """What the lifecycle uses of its broker (the composition root, which this module does not import)."""
+
+    config: KafkaConfig
+    node_id: int
+    log_dirs: list[str]
+    cluster_id: str  # adopted from the metadata log when the log dirs name none yet
+    log_manager: LogManager
+    controller: ForwardingController  # the catalogue the replayed metadata is handed to
+
+
+class LocalVoter(Protocol):
+    """What the lifecycle uses of its own node's controller voter (a combined node)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def controller(self) -> QuorumController: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher[Any]: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    def metadata_batches(self, start: int) -> bytes: ...
+
+
 class BrokerLifecycleManager:
-    def __init__(self, broker: Broker, bind_host: str, host: str, port: int,
-                 local_controller: ControllerNode | None = None) -> None:
+    def __init__(self, broker: LifecycleBroker, bind_host: str, host: str, port: int,
+                 local_controller: LocalVoter | None = None) -> None:
         self.broker = broker
         self.config = broker.config
         self.host, self.port = host, port  # this broker's (advertised) inter-broker endpoint
@@ -116,7 +146,8 @@ class BrokerLifecycleManager:
         client_id = f"broker-{self.broker.node_id}"
         self.control: InterBrokerClient | LocalControllerClient
         if self.local_controller is not None and self.controller_id == self.broker.node_id:
-            self.control = LocalControllerClient(self.local_controller, client_id)
+            self.control = LocalControllerClient(self.local_controller.node_id, self.local_controller.dispatcher,
+                                                 client_id)
         else:
             self.control = InterBrokerClient(host, port, self.source, client_id)
         # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.

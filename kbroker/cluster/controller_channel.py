@@ -12,33 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kbroker.network.context import RequestContext
+from kbroker.network.dispatcher import Dispatcher
 from kbroker.protocol.codec import RequestHeader
-
-if TYPE_CHECKING:
-    from kbroker.node.controller_node import ControllerNode
 
 LOCAL_HOST = "local"
 
 
 class LocalControllerClient:
-    def __init__(self, node: ControllerNode, client_id: str) -> None:
-        self.node = node
+    def __init__(self, controller_id: int, dispatcher: Dispatcher[Any], client_id: str) -> None:
+        self.controller_id = controller_id
+        self.dispatcher = dispatcher  # the local controller's: its handler table and services
         self.client_id = client_id
         self._correlation_ids = itertools.count(1)
 
     def __repr__(self) -> str:
-        return f"LocalControllerClient(controller {self.node.node_id})"
+        return f"LocalControllerClient(controller {self.controller_id})"
 
     async def request(self, api_key: int, api_version: int, body: Any, timeout_s: float = 30.0) -> Any:
         """Answer ``body`` with the local controller's handler for ``api_key``."""
-        handler = self.node.dispatcher.handlers[api_key]
+        handlers = self.dispatcher.handlers
         header = RequestHeader(api_key, api_version, next(self._correlation_ids), self.client_id)
+        context = RequestContext(self.dispatcher.services, header, LOCAL_HOST, handlers)
         try:
-            return await asyncio.wait_for(handler.handle(RequestContext(self.node, header, LOCAL_HOST), body),
-                                          timeout_s)
+            return await asyncio.wait_for(handlers[api_key].handle(context, body), timeout_s)
         except TimeoutError:
             raise TimeoutError(f"{self!r}: no response in {timeout_s:.1f} s") from None
 

@@ -7,13 +7,10 @@ a BROKER resource naming another node, a null value), with Kafka's error codes a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kbroker.protocol.codec import NO_THROTTLE, build
 from kbroker.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from kbroker.node.broker import Broker
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -38,7 +35,7 @@ def duplicate_resources(resources: Sequence[object]) -> set[tuple[int, str]]:
     return twice
 
 
-def check_broker_resource(broker: Broker, name: str) -> None:
+def check_broker_resource(node_id: int, name: str) -> None:
     """A BROKER / BROKER_LOGGER config resource must name this node ("" means this node)."""
     if name == "":
         return
@@ -48,10 +45,10 @@ def check_broker_resource(broker: Broker, name: str) -> None:
         raise KafkaError(
             ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
         ) from None
-    if broker_id != broker.node_id:
+    if broker_id != node_id:
         raise KafkaError(
             ErrorCode.invalid_request,
-            f"Unexpected broker id, expected {broker.node_id} or empty string, "
+            f"Unexpected broker id, expected {node_id} or empty string, "
             f"but received {name}",
         )
 

@@ -6,8 +6,12 @@ brokers ever hand out the same producer id and ids are never reused after a rest
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
+from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
+from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
+
+from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -17,13 +21,16 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: AllocateProducerIdsRequest) -> AllocateProducerIdsResponse:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     try:
-        start, length = node.controller.allocate_producer_ids(
-            request.broker_id, request.broker_epoch, int(time.time() * 1000))
-        await node.committed()
+        start, length = services.controller.allocate_producer_ids(
+            request.broker_id, request.broker_epoch, services.clock.wall_ms())
+        await services.committed()
     except KafkaError as exc:
         return build(m.AllocateProducerIdsResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
                      producer_id_start=-1, producer_id_len=0)

@@ -9,8 +9,9 @@ v3 names ISR members with their broker epochs (KIP-903); kbroker checks the lead
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
+from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -20,10 +21,13 @@ MIN_VERSION = 2
 MAX_VERSION = 3
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
-    now_ms = int(time.time() * 1000)
+    now_ms = services.clock.wall_ms()
     topics = []
     for topic in request.topics:
         partitions = []
@@ -33,11 +37,11 @@ async def handle(ctx: RequestContext, request: object) -> object:
             else:
                 new_isr = list(p.new_isr)
             try:
-                reg = node.controller.alter_partition(
+                reg = services.controller.alter_partition(
                     request.broker_id, request.broker_epoch, topic.topic_id, p.partition_index, p.leader_epoch,
                     p.partition_epoch, new_isr, now_ms,
                 )
-                await node.committed()  # the leader acts on the new ISR: it must be durable first
+                await services.committed()  # the leader acts on the new ISR: it must be durable first
             except KafkaError as exc:
                 partitions.append(build(m.PartitionData, partition_index=p.partition_index, error_code=exc.code,
                                         leader_id=-1, leader_epoch=-1, isr=(), leader_recovery_state=0,

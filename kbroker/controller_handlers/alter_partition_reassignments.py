@@ -9,8 +9,9 @@ changes (KIP-860), UNKNOWN_TOPIC_OR_PARTITION. Rules: replication/quorum/partiti
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
+from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -20,14 +21,17 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     wanted = [(t.name, p.partition_index, p.replicas) for t in request.topics for p in t.partitions]
     try:
-        results = node.controller.alter_reassignments(
-            wanted, getattr(request, "allow_replication_factor_change", True), int(time.time() * 1000))
-        await node.committed()
+        results = services.controller.alter_reassignments(
+            wanted, getattr(request, "allow_replication_factor_change", True), services.clock.wall_ms())
+        await services.committed()
     except KafkaError as exc:
         return build(m.AlterPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
                      error_message=exc.message, responses=())

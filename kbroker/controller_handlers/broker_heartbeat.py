@@ -8,8 +8,9 @@ A heartbeat with an old broker epoch gets STALE_BROKER_EPOCH (the broker re-regi
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
+from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -19,15 +20,18 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     try:
-        caught_up, fenced, shut_down = node.controller.heartbeat(
+        caught_up, fenced, shut_down = services.controller.heartbeat(
             request.broker_id, request.broker_epoch, request.current_metadata_offset, request.want_fence,
-            request.want_shut_down, int(time.time() * 1000),
+            request.want_shut_down, services.clock.wall_ms(),
         )
-        await node.committed()
+        await services.committed()
     except KafkaError as exc:
         return build(m.BrokerHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
                      is_caught_up=False, is_fenced=True, should_shut_down=False)

@@ -9,9 +9,10 @@ the metadata log's gets INCONSISTENT_CLUSTER_ID. The broker's address is its int
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
 from kbroker.cluster.controller_channel import LOCAL_HOST
+from kbroker.controller_handlers.services import HasClock, HasControllerIdentity, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -21,27 +22,30 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, HasControllerIdentity, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     epoch, error = -1, ErrorCode.none
-    if request.cluster_id != node.controller.image.cluster_id and node.controller.active:
+    if request.cluster_id != services.controller.image.cluster_id and services.controller.active:
         error = ErrorCode.inconsistent_cluster_id
     else:
         listener = request.listeners[0] if request.listeners else None
-        wanted = node.config.get("inter.broker.listener.name")
+        wanted = services.inter_broker_listener_name
         for candidate in request.listeners:
             if candidate.name == wanted:
                 listener = candidate
         try:
             if listener is None:
                 raise KafkaError(ErrorCode.invalid_request)
-            epoch = node.controller.register_broker(
+            epoch = services.controller.register_broker(
                 request.broker_id, str(request.incarnation_id), listener.host, listener.port, request.rack,
-                int(time.time() * 1000), getattr(request, "previous_broker_epoch", -1),
+                services.clock.wall_ms(), getattr(request, "previous_broker_epoch", -1),
                 same_process=ctx.client_host == LOCAL_HOST,
             )
-            await node.committed()
+            await services.committed()
         except KafkaError as exc:
             error = exc.code
     return build(m.BrokerRegistrationResponse, throttle_time=NO_THROTTLE, error_code=error,

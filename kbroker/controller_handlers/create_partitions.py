@@ -5,8 +5,9 @@ More than 10,000 new partitions in one request: POLICY_VIOLATION for every topic
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
+from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -17,13 +18,16 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     refused: KafkaError | None = None
     try:
         check_partitions_added([(t.name, t.count) for t in request.topics],
-                               {name: len(t.partitions) for name, t in node.controller.image.topics.items()})
+                               {name: len(t.partitions) for name, t in services.controller.image.topics.items()})
     except KafkaError as exc:
         refused = exc
     results = []
@@ -33,9 +37,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
             if refused is not None:
                 raise refused
             assignments = [list(a.broker_ids) for a in topic.assignments or ()]
-            node.controller.create_partitions(topic.name, topic.count, assignments, request.validate_only,
-                                              int(time.time() * 1000))
-            await node.committed()
+            services.controller.create_partitions(topic.name, topic.count, assignments, request.validate_only,
+                                              services.clock.wall_ms())
+            await services.committed()
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(build(m.CreatePartitionsTopicResult, name=topic.name, error_code=error,

@@ -8,8 +8,9 @@ round-robin over live brokers, alternating racks (``QuorumController._place``). 
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
+from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -21,13 +22,16 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
-    now_ms = int(time.time() * 1000)
+    now_ms = services.clock.wall_ms()
     refused: KafkaError | None = None
     try:
-        check_partitions_requested(request.topics, node.controller.settings.default_partitions)
+        check_partitions_requested(request.topics, services.controller.settings.default_partitions)
     except KafkaError as exc:
         refused = exc
     results = []
@@ -46,11 +50,11 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 assert entry.value is not None
                 configs[entry.name] = entry.value
             assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
-            created = node.controller.create_topic(
+            created = services.controller.create_topic(
                 topic.name, topic.num_partitions, topic.replication_factor, assignments, configs,
                 request.validate_only, now_ms,
             )
-            await node.committed()
+            await services.committed()
             topic_id = created.topic_id
             if created.partitions:
                 partitions = len(created.partitions)

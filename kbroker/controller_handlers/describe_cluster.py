@@ -7,6 +7,9 @@ as Kafka answers.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.controller_handlers.services import HasControllerIdentity
 from kbroker.handlers.describe_cluster import ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS
 from kbroker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kbroker.network.context import RequestContext
@@ -18,8 +21,11 @@ MIN_VERSION = 1
 MAX_VERSION = 2
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasControllerIdentity, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     error, message, brokers = ErrorCode.none, None, ()
     if request.endpoint_type == ENDPOINT_BROKERS:
@@ -29,11 +35,11 @@ async def handle(ctx: RequestContext, request: object) -> object:
         error, message = ErrorCode.unsupported_endpoint_type, f"Unsupported endpoint type {request.endpoint_type}"
     else:
         brokers = tuple(
-            build(m.DescribeClusterBroker, broker_id=node.node_id, host=host, port=port, rack=None, is_fenced=False)
-            for _name, host, port in node.bound[:1]
+            build(m.DescribeClusterBroker, broker_id=services.node_id, host=host, port=port, rack=None, is_fenced=False)
+            for _name, host, port in services.bound[:1]
         )
     return build(
         m.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
-        endpoint_type=ENDPOINT_CONTROLLERS, cluster_id=node.cluster_id, controller_id=node.node_id,
+        endpoint_type=ENDPOINT_CONTROLLERS, cluster_id=services.cluster_id, controller_id=services.node_id,
         brokers=brokers, cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )

@@ -9,6 +9,9 @@ UNKNOWN_TOPIC_OR_PARTITION; Kafka asks the leader, and so does kafka-metadata-qu
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.controller_handlers.services import HasControllerIdentity, HasQuorumController, HasRaftQuorum
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -19,21 +22,24 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, HasRaftQuorum, HasControllerIdentity, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
-    raft = node.raft
+    raft = services.raft
     end = raft.log.end_offset
-    now_ms = node.controller.now_ms()
+    now_ms = services.controller.now_ms()
 
     def state(replica_id: int, offset: int, fetched_ms: int) -> object:
         return build(m.ReplicaState, replica_id=replica_id, replica_directory_id=None, log_end_offset=offset,
                      last_fetch_timestamp=fetched_ms, last_caught_up_timestamp=fetched_ms if offset >= end else -1)
 
     progress = raft.voter_progress()
-    voters = [state(node.node_id, end, now_ms)]
+    voters = [state(services.node_id, end, now_ms)]
     voters += [state(v, *progress[v]) if v in progress else state(v, -1, -1)
-               for v in sorted(node.voters) if v != node.node_id]
+               for v in sorted(services.voters) if v != services.node_id]
     topics = []
     for topic in request.topics:
         partitions = []
@@ -45,7 +51,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                     observers=()))
                 continue
             observers = tuple(state(broker_id, offset, fetched_ms)
-                              for broker_id, (offset, fetched_ms) in sorted(node.controller.observers.items()))
+                              for broker_id, (offset, fetched_ms) in sorted(services.controller.observers.items()))
             partitions.append(build(
                 m.PartitionData, partition_index=0, error_code=ErrorCode.none, error_message=None,
                 leader_id=raft.leader_id if raft.leader_id is not None else -1, leader_epoch=raft.epoch,
@@ -55,6 +61,6 @@ async def handle(ctx: RequestContext, request: object) -> object:
     if ctx.api_version >= 2:
         nodes = tuple(
             build(m.Node, node_id=voter, listeners=(build(m.Listener, name="CONTROLLER", host=host, port=port),))
-            for voter, (host, port) in sorted(node.voters.items()))
+            for voter, (host, port) in sorted(services.voters.items()))
     return build(m.DescribeQuorumResponse, error_code=ErrorCode.none, error_message=None, topics=tuple(topics),
                  nodes=nodes)

@@ -8,8 +8,9 @@ live for an unclean election, UNKNOWN_TOPIC_OR_PARTITION. A null partition list 
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
+from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -19,16 +20,19 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     election_type = getattr(request, "election_type", 0)
     wanted = None
     if request.topic_partitions is not None:
         wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     try:
-        results = node.controller.elect_leaders(election_type, wanted, int(time.time() * 1000))
-        await node.committed()
+        results = services.controller.elect_leaders(election_type, wanted, services.clock.wall_ms())
+        await services.committed()
     except KafkaError as exc:
         return build(m.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
                      replica_election_results=())

@@ -6,6 +6,12 @@ is what the RaftNode replies. Only the metadata partition (``__cluster_metadata-
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kio.schema.end_quorum_epoch.v0.request import EndQuorumEpochRequest
+from kio.schema.end_quorum_epoch.v0.response import EndQuorumEpochResponse
+
+from kbroker.controller_handlers.services import HasRaftQuorum
 from kbroker.network.context import RequestContext
 
 API_KEY = 54
@@ -13,5 +19,8 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    return ctx.broker.quorum.handle_request(API_KEY, request)
+class Services(HasRaftQuorum, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
+    return ctx.services.handle_raft_request(API_KEY, request)

@@ -6,8 +6,9 @@ the cluster-wide broker default (type 4, name ""); values were validated by the 
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
+from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -15,11 +16,14 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 API_KEY = 44
 MIN_VERSION = 0
 MAX_VERSION = 1
+
+
+class Services(HasQuorumController, HasClock, Protocol): ...
 SET, DELETE = 0, 1
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     results = []
     for resource in request.resources:
@@ -31,9 +35,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
                     raise KafkaError(ErrorCode.invalid_request, "only SET and DELETE are forwarded")
                 values[entry.name] = entry.value if entry.config_operation == SET else None
             if not request.validate_only:
-                node.controller.set_configs(resource.resource_type, resource.resource_name, values,
-                                            int(time.time() * 1000))
-                await node.committed()
+                services.controller.set_configs(resource.resource_type, resource.resource_name, values,
+                                            services.clock.wall_ms())
+                await services.committed()
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(build(m.AlterConfigsResourceResponse, error_code=error, error_message=message,

@@ -6,6 +6,12 @@ replicas; a null topic list means every partition; finished or unknown partition
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+from kio.schema.list_partition_reassignments.v0.response import ListPartitionReassignmentsResponse
+
+from kbroker.controller_handlers.services import HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -15,14 +21,18 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
+class Services(HasQuorumController, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services],
+                 request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     wanted = None
     if request.topics is not None:
         wanted = [(t.name, i) for t in request.topics for i in t.partition_indexes]
     try:
-        ongoing = node.controller.ongoing_reassignments(wanted)
+        ongoing = services.controller.ongoing_reassignments(wanted)
     except KafkaError as exc:
         return build(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
                      error_message=exc.message, topics=())

@@ -11,7 +11,12 @@ broker moves to it. A fetch below the log start or past its end is OFFSET_OUT_OF
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
+from kio.schema.fetch.v12.request import FetchRequest
+from kio.schema.fetch.v12.response import FetchResponse
+
+from kbroker.controller_handlers.services import HasQuorumController, HasRaftQuorum
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -22,11 +27,14 @@ MIN_VERSION = 12
 MAX_VERSION = 12
 
 
-def _read(node: object, offset: int, max_bytes: int) -> tuple[ErrorCode, bytes]:
-    if not node.controller.active:
+class Services(HasQuorumController, HasRaftQuorum, Protocol): ...
+
+
+def _read(services: Services, offset: int, max_bytes: int) -> tuple[ErrorCode, bytes]:
+    if not services.controller.active:
         return ErrorCode.not_leader_or_follower, b""
-    metadata_log = node.controller.log
-    committed = node.high_watermark
+    metadata_log = services.controller.log
+    committed = services.high_watermark
     if offset > metadata_log.log_end_offset or offset < metadata_log.log_start_offset:
         return ErrorCode.offset_out_of_range, b""
     piece = metadata_log.read(offset, max_bytes, committed, True)
@@ -35,23 +43,23 @@ def _read(node: object, offset: int, max_bytes: int) -> tuple[ErrorCode, bytes]:
     return ErrorCode.none, piece.segment.read_bytes(piece.position, piece.length)
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    node = ctx.broker
-    if request.replica_id in node.voters:
-        return node.quorum.handle_request(API_KEY, request)
+async def handle(ctx: RequestContext[Services], request: FetchRequest) -> FetchResponse:
+    services = ctx.services
+    if request.replica_id in services.voters:
+        return services.handle_raft_request(API_KEY, request)
     m = response_module(API_KEY, ctx.api_version)
     wanted = [(t.topic, p) for t in request.topics for p in t.partitions]
     metadata = [p for t, p in wanted if t == METADATA_TOPIC and p.partition == 0]
     if metadata and request.replica_id >= 0:
-        node.controller.observers[request.replica_id] = (metadata[0].fetch_offset, node.controller.now_ms())
+        services.controller.observers[request.replica_id] = (metadata[0].fetch_offset, services.controller.now_ms())
     if len(metadata) == 1 and request.max_wait.total_seconds() > 0:
-        error, data = _read(node, metadata[0].fetch_offset, metadata[0].partition_max_bytes)
+        error, data = _read(services, metadata[0].fetch_offset, metadata[0].partition_max_bytes)
         if not error and not data:
             try:
-                await asyncio.wait_for(node.controller.wait_for_records(), request.max_wait.total_seconds())
+                await asyncio.wait_for(services.controller.wait_for_records(), request.max_wait.total_seconds())
             except TimeoutError:
                 pass
-    raft = node.raft
+    raft = services.raft
     leader = build(m.LeaderIdAndEpoch, leader_id=raft.leader_id if raft.leader_id is not None else -1,
                    leader_epoch=raft.epoch)
     topics = []
@@ -59,12 +67,12 @@ async def handle(ctx: RequestContext, request: object) -> object:
         partitions = []
         for p in topic.partitions:
             if topic.topic == METADATA_TOPIC and p.partition == 0:
-                error, data = _read(node, p.fetch_offset, p.partition_max_bytes)
+                error, data = _read(services, p.fetch_offset, p.partition_max_bytes)
             else:
                 error, data = ErrorCode.unknown_topic_or_partition, b""
             partitions.append(build(
-                m.PartitionData, partition_index=p.partition, error_code=error, high_watermark=node.high_watermark,
-                last_stable_offset=node.high_watermark, log_start_offset=node.controller.log.log_start_offset,
+                m.PartitionData, partition_index=p.partition, error_code=error, high_watermark=services.high_watermark,
+                last_stable_offset=services.high_watermark, log_start_offset=services.controller.log.log_start_offset,
                 current_leader=leader, aborted_transactions=None, preferred_read_replica=-1,
                 records=data or None,
             ))

@@ -1,7 +1,8 @@
-"""One module per Kafka API. Each declares ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION`` and
-``async def handle(ctx, request)``, and opens with a docstring listing its behaviour and any
-deviation from Kafka. ``HANDLERS`` is the single table ApiVersions is answered from: an API is
-advertised exactly when it has a handler here.
+"""One module per Kafka API. Each declares ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``, the
+broker services it may touch (``class Services(HasX, HasY, Protocol)`` from ``services.py``) and
+``async def handle(ctx: RequestContext[Services], request)``, and opens with a docstring listing
+its behaviour and any deviation from Kafka. ``HANDLERS`` is the single table ApiVersions is
+answered from: an API is advertised exactly when it has a handler here.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ waits until the Ongoing record is replicated.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -19,11 +22,14 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasTransactions, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     error = ErrorCode.none
     try:
-        coordinator = ctx.broker.transaction_coordinator
+        coordinator = ctx.services.transaction_coordinator
         coordinator.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
                                 request.group_id)
         await coordinator.replicated(request.transactional_id)

@@ -14,6 +14,9 @@ comes from partition leaders verifying a transactional write (AddPartitionsToTxn
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -26,10 +29,13 @@ MAX_VERSION = 5
 FIRST_BATCHED = 4
 
 
-async def _add(ctx: RequestContext, m: object, transactional_id: str, producer_id: int, producer_epoch: int,
+class Services(HasTransactions, Protocol): ...
+
+
+async def _add(ctx: RequestContext[Services], m: object, transactional_id: str, producer_id: int, producer_epoch: int,
          topics: tuple, verify_only: bool) -> tuple:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
-    coordinator = ctx.broker.transaction_coordinator
+    coordinator = ctx.services.transaction_coordinator
     try:
         errors = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted, verify_only)
         if not verify_only:
@@ -46,7 +52,7 @@ async def _add(ctx: RequestContext, m: object, transactional_id: str, producer_i
     )
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     if ctx.api_version >= FIRST_BATCHED:
         results = []

@@ -14,6 +14,8 @@ answer INVALID_REQUEST.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from kbroker.config.config_resources import (
     DEFAULT_TOPIC_RESOURCE,
     DYNAMIC_BROKER_CONFIGS_UNSUPPORTED,
@@ -23,6 +25,7 @@ from kbroker.config.config_resources import (
     check_broker_resource,
     null_value_error,
 )
+from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -32,16 +35,19 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasCatalogue, HasCluster, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     return await answer_each_resource(
         m, m.AlterConfigsResponse, request, lambda resource: _alter(ctx, resource, request.validate_only)
     )
 
 
-async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext[Services], resource: object, validate_only: bool) -> None:
     if resource.resource_type == RESOURCE_BROKER:
-        check_broker_resource(ctx.broker, resource.resource_name)
+        check_broker_resource(ctx.services.cluster.node_id, resource.resource_name)
         raise KafkaError(ErrorCode.invalid_request, DYNAMIC_BROKER_CONFIGS_UNSUPPORTED)
     if resource.resource_type != RESOURCE_TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
@@ -54,4 +60,4 @@ async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> 
         if config.value is None:
             raise null_value_error(config.name)
         overrides[config.name] = config.value
-    await ctx.broker.controller.set_topic_configs(resource.resource_name, overrides, validate_only)
+    await ctx.services.catalogue.set_topic_configs(resource.resource_name, overrides, validate_only)

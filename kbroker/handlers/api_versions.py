@@ -31,7 +31,8 @@ FINALIZED_FEATURES = {"transaction.version": 2}
 FINALIZED_FEATURES_EPOCH = 1
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+async def handle(ctx: RequestContext[object], request: object) -> object:
+    # No service: the APIs listed are the table this request was dispatched from (a broker's or a controller's).
     m = response_module(API_KEY, ctx.api_version)
     keys = tuple(
         m.ApiVersion(
@@ -39,7 +40,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             min_version=getattr(h, "ADVERTISED_MIN_VERSION", h.MIN_VERSION),
             max_version=h.MAX_VERSION,
         )
-        for key, h in sorted(ctx.broker.dispatcher.handlers.items())
+        for key, h in sorted(ctx.handlers.items())
     )
     version = ctx.api_version
     supported: tuple = ()

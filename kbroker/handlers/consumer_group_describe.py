@@ -12,7 +12,10 @@ as there is no authorizer.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from kbroker.groups.assignors import Assignment
+from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -25,28 +28,31 @@ _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
 _CLASSIC_MEMBER_TYPE, _CONSUMER_MEMBER_TYPE = 0, 1  # KIP-1099
 
 
+class Services(HasCatalogue, HasClassicGroups, HasConsumerGroups, Protocol): ...
+
+
 def _assignment(m: object, assignment: Assignment, names: dict[object, str]) -> object:
     return build(m.Assignment, topic_partitions=tuple(
         build(m.TopicPartitions, topic_id=topic_id, topic_name=names.get(topic_id, ""), partitions=tuple(sorted(ps)))
         for topic_id, ps in sorted(assignment.items(), key=lambda item: names.get(item[0], "")) if ps))
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    broker = ctx.broker
+    services = ctx.services
     operations = _GROUP_OPERATIONS if request.include_authorized_operations else _OMITTED
-    names = {info.topic_id: name for name, info in broker.controller.topics.items()}
+    names = {info.topic_id: name for name, info in services.catalogue.topics.items()}
     described = []
     for group_id in request.group_ids:
-        not_here = broker.group_coordinator.coordinator_error(group_id)
+        not_here = services.classic_groups.coordinator_error(group_id)
         if not_here:
             described.append(build(m.DescribedGroup, error_code=not_here, error_message=None, group_id=group_id,
                                    group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
                                    authorized_operations=operations))
             continue
-        group = broker.consumer_coordinator.group(group_id)
+        group = services.consumer_groups.group(group_id)
         if group is None:
-            classic = broker.group_coordinator.groups.get(group_id)
+            classic = services.classic_groups.groups.get(group_id)
             message = f"Group {group_id} is not a consumer group." if classic is not None else \
                 f"Group {group_id} not found."
             described.append(build(m.DescribedGroup, error_code=ErrorCode.group_id_not_found, error_message=message,

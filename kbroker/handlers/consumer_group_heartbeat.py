@@ -29,9 +29,11 @@ with a non-zero epoch gets UNKNOWN_MEMBER_ID (the client rejoins).
 from __future__ import annotations
 
 import datetime
+from typing import Protocol
 
 from kbroker.groups.assignors import Assignment
 from kbroker.groups.consumer_coordinator import HeartbeatRequest
+from kbroker.handlers.services import HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -39,6 +41,9 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
+
+
+class Services(HasConsumerGroups, Protocol): ...
 
 
 def _millis(value: object) -> int:
@@ -57,7 +62,7 @@ def _owned(topic_partitions: object) -> Assignment | None:
     return owned
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     names = request.subscribed_topic_names
     req = HeartbeatRequest(
@@ -70,7 +75,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
         client_id=ctx.header.client_id or "", client_host="/" + ctx.client_host,  # InetAddress.toString(), as Kafka
         api_version=ctx.api_version)
     try:
-        result = ctx.broker.consumer_coordinator.heartbeat(req)
+        result = ctx.services.consumer_groups.heartbeat(req)
     except KafkaError as exc:
         return build(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=exc.code,
                      error_message=exc.message, member_id=None, member_epoch=0,

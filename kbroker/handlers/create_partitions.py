@@ -14,6 +14,9 @@ Deviation: the request timeout is unused; the change is synchronous and done on 
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasCatalogue
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -24,16 +27,19 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasCatalogue, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    controller = ctx.broker.controller
+    catalogue = ctx.services.catalogue
     counts: dict[str, int] = {}
     for topic in request.topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
     refused: KafkaError | None = None  # the whole request, before anything is created
     try:
         check_partitions_added([(t.name, t.count) for t in request.topics if counts[t.name] == 1],
-                               {name: info.partitions for name, info in controller.topics.items()})
+                               {name: info.partitions for name, info in catalogue.topics.items()})
     except KafkaError as exc:
         refused = exc
     results = []
@@ -48,19 +54,19 @@ async def handle(ctx: RequestContext, request: object) -> object:
             if refused is not None:
                 raise refused
             # Topic and count problems are reported before assignment problems, as Kafka does.
-            await controller.create_partitions(topic.name, topic.count, validate_only=True)
+            await catalogue.create_partitions(topic.name, topic.count, validate_only=True)
             if topic.assignments is not None:
-                added = topic.count - controller.topics[topic.name].partitions
+                added = topic.count - catalogue.topics[topic.name].partitions
                 if len(topic.assignments) != added:
                     raise KafkaError(
                         ErrorCode.invalid_replica_assignment,
                         f"Attempted to add {added} additional partition(s), but only "
                         f"{len(topic.assignments)} assignment(s) were specified.",
                     )
-                controller.check_replica_assignment(
+                catalogue.check_replica_assignment(
                     [a.broker_ids for a in topic.assignments])
             if not request.validate_only:
-                await controller.create_partitions(
+                await catalogue.create_partitions(
                     topic.name, topic.count, assignments=[a.broker_ids for a in topic.assignments or ()])
         except KafkaError as exc:
             error, message = exc.code, exc.message

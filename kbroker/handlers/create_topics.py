@@ -19,6 +19,9 @@ Deviation: the request timeout is unused; creation is synchronous and done on re
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasCatalogue
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, has_field, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -30,15 +33,18 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasCatalogue, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    controller = ctx.broker.controller
+    catalogue = ctx.services.catalogue
     counts: dict[str, int] = {}
     for topic in request.topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
     refused: KafkaError | None = None  # the whole request, before anything is created
     try:
-        check_partitions_requested([t for t in request.topics if counts[t.name] == 1], controller.default_partitions)
+        check_partitions_requested([t for t in request.topics if counts[t.name] == 1], catalogue.default_partitions)
     except KafkaError as exc:
         refused = exc
     results = []
@@ -56,7 +62,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             partitions, replication = _counts(ctx, topic)
             configs = {c.name: c.value for c in topic.configs}
             assignments = [a.broker_ids for a in sorted(topic.assignments, key=lambda a: a.partition_index)]
-            info = await controller.create_topic(
+            info = await catalogue.create_topic(
                 topic.name, partitions, replication, configs, request.validate_only, assignments
             )
         except KafkaError as exc:
@@ -65,7 +71,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
     return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-def _counts(ctx: RequestContext, topic: object) -> tuple[int, int]:
+def _counts(ctx: RequestContext[Services], topic: object) -> tuple[int, int]:
     """Partition count and replication factor, from the request or its manual assignment."""
     if not topic.assignments:
         return topic.num_partitions, topic.replication_factor
@@ -85,12 +91,12 @@ def _counts(ctx: RequestContext, topic: object) -> tuple[int, int]:
             ErrorCode.invalid_replica_assignment,
             "partitions should be a consecutive 0-based integer sequence",
         )
-    ctx.broker.controller.check_replica_assignment([a.broker_ids for a in topic.assignments])
+    ctx.services.catalogue.check_replica_assignment([a.broker_ids for a in topic.assignments])
     return len(indexes), len(topic.assignments[0].broker_ids)
 
 
 def _result(
-    ctx: RequestContext,
+    ctx: RequestContext[Services],
     m: object,
     name: str,
     info: TopicInfo | None,
@@ -99,7 +105,7 @@ def _result(
 ) -> object:
     configs = ()
     if info is not None and has_field(m.CreatableTopicResult, "configs"):  # v5+
-        resolved = resolve_topic_configs(info.configs, ctx.broker.controller.broker_layers)
+        resolved = resolve_topic_configs(info.configs, ctx.services.catalogue.broker_layers)
         configs = tuple(
             build(
                 m.CreatableTopicConfigs,

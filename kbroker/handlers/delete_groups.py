@@ -7,7 +7,10 @@ with members.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from kbroker.coordinator_errors import coordinator_write_error
+from kbroker.handlers.services import HasClassicGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import KafkaError
@@ -17,12 +20,15 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasClassicGroups, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     results = []
     for group_id in request.groups_names:
         try:
-            error = ctx.broker.group_coordinator.delete_group(group_id)
+            error = ctx.services.classic_groups.delete_group(group_id)
         except KafkaError as exc:
             error = exc.code
         except OSError as exc:

@@ -14,7 +14,9 @@ Deviation: the request timeout is unused; with a single replica there is nobody 
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
+from kbroker.handlers.services import HasLogDirs, HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
@@ -24,13 +26,17 @@ API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
+
 # Repeats per request and partition while a log dir fails.
 log = RateLimitedLogger(logging.getLogger(__name__))
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasReplicas, HasLogDirs, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     moved = False
     topics = []
     for topic in request.topics:
@@ -59,5 +65,5 @@ async def handle(ctx: RequestContext, request: object) -> object:
             ))
         topics.append(build(m.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions)))
     if moved:
-        ctx.broker.log_manager.checkpoint()
+        ctx.services.log_manager.checkpoint()
     return build(m.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

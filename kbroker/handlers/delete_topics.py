@@ -13,7 +13,9 @@ Deviation: the request timeout is unused; deletion is synchronous and done on re
 from __future__ import annotations
 
 import uuid
+from typing import Protocol
 
+from kbroker.handlers.services import HasCatalogue, HasSettings
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -24,7 +26,10 @@ MAX_VERSION = 6
 FIRST_WITH_DELETION_DISABLED = 3
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasCatalogue, HasSettings, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     if hasattr(request, "topics"):
         wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
@@ -32,7 +37,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     names = [name for name, topic_id in wanted if topic_id == ZERO_UUID]
     ids = [topic_id for _name, topic_id in wanted if topic_id != ZERO_UUID]
-    enabled = ctx.broker.config.get_bool("delete.topic.enable")
+    enabled = ctx.services.settings.delete_topic_enable
     results = []
     for name, topic_id in wanted:
         try:
@@ -58,10 +63,10 @@ async def handle(ctx: RequestContext, request: object) -> object:
 
 
 async def _delete(
-    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, names: list, ids: list
+    ctx: RequestContext[Services], name: str | None, topic_id: uuid.UUID, names: list, ids: list
 ) -> tuple[str | None, uuid.UUID]:
     """Delete one topic; returns its (name, id) for the answer."""
-    controller = ctx.broker.controller
+    catalogue = ctx.services.catalogue
     if topic_id != ZERO_UUID:
         if name is not None:
             raise KafkaError(
@@ -69,7 +74,7 @@ async def _delete(
             )
         if ids.count(topic_id) > 1:
             raise KafkaError(ErrorCode.invalid_request, "Duplicate topic id.")
-        info = controller.topics_by_id.get(topic_id)
+        info = catalogue.topics_by_id.get(topic_id)
         if info is None:
             raise KafkaError(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
         name = info.name
@@ -78,11 +83,11 @@ async def _delete(
             raise KafkaError(ErrorCode.invalid_request, "Neither topic name nor id was specified.")
         if names.count(name) > 1:
             raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
-        info = controller.topics.get(name)
+        info = catalogue.topics.get(name)
         if info is None:
             raise KafkaError(
                 ErrorCode.unknown_topic_or_partition,
                 "This server does not host this topic-partition.",
             )
-    await controller.delete_topic(info.name)
+    await catalogue.delete_topic(info.name)
     return name, info.topic_id

@@ -11,6 +11,9 @@ and then all of them (no ACLs yet); otherwise Kafka's "omitted" value, INT32_MIN
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -21,6 +24,7 @@ API_KEY = 60
 MIN_VERSION = 0
 MAX_VERSION = 2
 
+
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
 # ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE:
@@ -28,8 +32,11 @@ ENDPOINT_CONTROLLERS = 2
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    broker = ctx.broker
+class Services(HasCluster, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
     m = response_module(API_KEY, ctx.api_version)
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKERS)
     error, message = ErrorCode.none, None
@@ -43,7 +50,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
     else:
         brokers = tuple(
             build(m.DescribeClusterBroker, broker_id=node, host=host, port=port, rack=rack, is_fenced=False)
-            for node, host, port, rack in broker.live_brokers()
+            for node, host, port, rack in services.cluster.live_brokers()
         )
     operations = AUTHORIZED_OPERATIONS_OMITTED
     if request.include_cluster_authorized_operations and error == ErrorCode.none:
@@ -54,8 +61,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
         error_code=error,
         error_message=message,
         endpoint_type=ENDPOINT_BROKERS,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.controller_id,
+        cluster_id=services.cluster.cluster_id,
+        controller_id=services.cluster.controller_id,
         brokers=brokers,
         cluster_authorized_operations=operations,
     )

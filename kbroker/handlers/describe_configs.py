@@ -23,6 +23,7 @@ INVALID_REQUEST.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 from kbroker.config.config_resources import (
     RESOURCE_BROKER,
@@ -31,6 +32,7 @@ from kbroker.config.config_resources import (
     check_broker_resource,
 )
 from kbroker.config.kafka_config import BROKER_CONFIGS
+from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -42,7 +44,10 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasCatalogue, HasCluster, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     results = []
     for resource in request.resources:
@@ -69,43 +74,43 @@ async def handle(ctx: RequestContext, request: object) -> object:
 
 
 def _entries(
-    ctx: RequestContext, resource_type: int, name: str
+    ctx: RequestContext[Services], resource_type: int, name: str
 ) -> list[tuple[ConfigEntry, bool]]:
     """The resource's configs, sorted by name, each with whether it is read-only."""
     if resource_type == RESOURCE_TOPIC:
-        controller = ctx.broker.controller
+        catalogue = ctx.services.catalogue
         if name == "":
             raise KafkaError(
                 ErrorCode.invalid_topic_exception, "Topic name is invalid: the empty string is not allowed"
             )
         validate_topic_name(name)
-        if name not in controller.topics:
+        if name not in catalogue.topics:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, "")
-        resolved = controller.resolved_configs(name)
+        resolved = catalogue.resolved_configs(name)
         return [(resolved[key], False) for key in sorted(resolved)]
     if resource_type == RESOURCE_BROKER:
-        check_broker_resource(ctx.broker, name)
+        check_broker_resource(ctx.services.cluster.node_id, name)
         # "" names the cluster-wide dynamic defaults, not this node.
         return list(_broker_entries(ctx)) if name else list(_cluster_default_entries(ctx))
     if resource_type == RESOURCE_BROKER_LOGGER:
-        check_broker_resource(ctx.broker, name)
+        check_broker_resource(ctx.services.cluster.node_id, name)
         return []
     raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {resource_type}")
 
 
-def _broker_entries(ctx: RequestContext) -> Iterable[tuple[ConfigEntry, bool]]:
-    controller = ctx.broker.controller
+def _broker_entries(ctx: RequestContext[Services]) -> Iterable[tuple[ConfigEntry, bool]]:
+    catalogue = ctx.services.catalogue
     for key in sorted(BROKER_CONFIGS):
         definition = BROKER_CONFIGS[key]
-        layers = controller.broker_layers(key)
+        layers = catalogue.broker_layers(key)
         value, source = layers[0] if layers else (None, ConfigSource.DEFAULT_CONFIG)
         synonyms = tuple((key, v, src) for v, src in layers)
         yield ConfigEntry(key, value, source, definition.type, "", synonyms), definition.read_only
 
 
-def _cluster_default_entries(ctx: RequestContext) -> Iterable[tuple[ConfigEntry, bool]]:
+def _cluster_default_entries(ctx: RequestContext[Services]) -> Iterable[tuple[ConfigEntry, bool]]:
     """The broker resource named "": only the cluster-wide dynamic defaults, as Kafka answers."""
-    for key, value in sorted(ctx.broker.controller.cluster_configs.items()):
+    for key, value in sorted(ctx.services.catalogue.cluster_configs.items()):
         source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         yield ConfigEntry(key, value, source, BROKER_CONFIGS[key].type, "", ((key, value, source),)), False
 

@@ -10,7 +10,10 @@ DESCRIBE (no authorizer, so everything a group has).
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from kbroker.groups.classic_group import GroupState
+from kbroker.handlers.services import HasClassicGroups, HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -23,25 +26,28 @@ _OMITTED = -(2**31)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
 
 
-def _not_found_message(ctx: RequestContext, group_id: str) -> str:
+class Services(HasClassicGroups, HasConsumerGroups, Protocol): ...
+
+
+def _not_found_message(ctx: RequestContext[Services], group_id: str) -> str:
     # A KIP-848 consumer group is not described here (ConsumerGroupDescribe is); Kafka's words.
-    if ctx.broker.consumer_coordinator.group(group_id) is not None:
+    if ctx.services.consumer_groups.group(group_id) is not None:
         return f"Group {group_id} is not a classic group."
     return f"Group {group_id} not found."
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     operations = _GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else _OMITTED
     described = []
     for group_id in request.groups:
-        not_here = ctx.broker.group_coordinator.coordinator_error(group_id)
+        not_here = ctx.services.classic_groups.coordinator_error(group_id)
         if not_here:
             described.append(build(
                 m.DescribedGroup, error_code=not_here, error_message=None, group_id=group_id, group_state="",
                 protocol_type="", protocol_data="", members=(), authorized_operations=operations))
             continue
-        group = ctx.broker.group_coordinator.groups.get(group_id)
+        group = ctx.services.classic_groups.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             missing = ctx.api_version >= FIRST_NOT_FOUND
             described.append(build(

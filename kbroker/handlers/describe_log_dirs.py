@@ -11,7 +11,9 @@ reported with KAFKA_STORAGE_ERROR. v5's is_cordoned is always false (no cordonin
 from __future__ import annotations
 
 import os
+from typing import Protocol
 
+from kbroker.handlers.services import HasLogDirs
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -21,9 +23,12 @@ MIN_VERSION = 1
 MAX_VERSION = 5
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasLogDirs, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    log_manager = ctx.broker.log_manager
+    log_manager = ctx.services.log_manager
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

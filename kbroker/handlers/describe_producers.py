@@ -7,6 +7,12 @@ transaction (-1 if none). An unknown partition gets UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+from kio.schema.describe_producers.v0.response import DescribeProducersResponse
+
+from kbroker.handlers.services import HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -16,9 +22,12 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasReplicas, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: DescribeProducersRequest) -> DescribeProducersResponse:
     m = response_module(API_KEY, ctx.api_version)
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     topics = []
     for topic in request.topics:
         partitions = []

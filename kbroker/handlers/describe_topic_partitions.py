@@ -13,6 +13,12 @@ boundary the cursor names the next topic's partition 0, as Kafka does.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
+from kio.schema.describe_topic_partitions.v0.response import DescribeTopicPartitionsResponse
+
+from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -24,13 +30,18 @@ API_KEY = 75
 MIN_VERSION = 0
 MAX_VERSION = 0
 
+
 MAX_PARTITION_LIMIT = 2000
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasCatalogue, HasCluster, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services],
+                 request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     m = response_module(API_KEY, ctx.api_version)
-    controller = ctx.broker.controller
-    names = sorted({t.name for t in request.topics} if request.topics else controller.topics)
+    catalogue = ctx.services.catalogue
+    names = sorted({t.name for t in request.topics} if request.topics else catalogue.topics)
     cursor = request.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -41,7 +52,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
         if remaining == 0:
             next_cursor = build(m.Cursor, topic_name=name, partition_index=0)
             break
-        info = controller.topics.get(name)
+        info = catalogue.topics.get(name)
         if info is None:
             topics.append(build(
                 m.DescribeTopicPartitionsResponseTopic,
@@ -72,11 +83,11 @@ async def handle(ctx: RequestContext, request: object) -> object:
     )
 
 
-def _partition(ctx: RequestContext, m: object, topic: str, index: int) -> object | None:
-    reg = ctx.broker.controller.partition_registration(topic, index)
+def _partition(ctx: RequestContext[Services], m: object, topic: str, index: int) -> object | None:
+    reg = ctx.services.catalogue.partition_registration(topic, index)
     if reg is None:
         return None
-    live = {b[0] for b in ctx.broker.live_brokers()}
+    live = {b[0] for b in ctx.services.cluster.live_brokers()}
     return build(
         m.DescribeTopicPartitionsResponsePartition,
         error_code=ErrorCode.none if reg.leader != NO_LEADER else ErrorCode.leader_not_available,

@@ -8,7 +8,12 @@ an unknown id gets TRANSACTIONAL_ID_NOT_FOUND.
 from __future__ import annotations
 
 import datetime
+from typing import Protocol
 
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.describe_transactions.v0.response import DescribeTransactionsResponse
+
+from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -18,13 +23,16 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
+class Services(HasTransactions, Protocol): ...
+
+
 def _time(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+async def handle(ctx: RequestContext[Services], request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     m = response_module(API_KEY, ctx.api_version)
-    transactions = ctx.broker.transaction_coordinator.transactions
+    transactions = ctx.services.transaction_coordinator.transactions
     states = []
     for transactional_id in request.transactional_ids:
         meta = transactions.get(transactional_id)

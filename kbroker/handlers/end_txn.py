@@ -16,6 +16,9 @@ transactional id get CONCURRENT_TRANSACTIONS.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -28,12 +31,15 @@ MAX_VERSION = 5
 FIRST_TRANSACTION_V2 = 5
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasTransactions, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     error = ErrorCode.none
     transaction_version = 2 if ctx.api_version >= FIRST_TRANSACTION_V2 else 1
     try:
-        coordinator = ctx.broker.transaction_coordinator
+        coordinator = ctx.services.transaction_coordinator
         producer_id, producer_epoch = coordinator.end_txn(
             request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
             transaction_version,

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Protocol
 
+from kbroker.handlers.services import HasCatalogue, HasReplicas
 from kbroker.network.context import EncodedResponse, RequestContext
 from kbroker.protocol.codec import encode_unsigned_varint, response_header
 from kbroker.protocol.errors import ErrorCode
@@ -54,10 +56,13 @@ _EPOCH_END_OFFSET = struct.Struct(">iqB")  # epoch, end offset, empty tagged fie
 READ_COMMITTED = 1
 
 
-async def handle(ctx: RequestContext, request: object) -> EncodedResponse:
-    broker = ctx.broker
+class Services(HasCatalogue, HasReplicas, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> EncodedResponse:
+    services = ctx.services
     version = ctx.api_version
-    controller = broker.controller
+    catalogue = services.catalogue
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:
         error = ErrorCode.fetch_session_id_not_found
@@ -68,12 +73,12 @@ async def handle(ctx: RequestContext, request: object) -> EncodedResponse:
     for topic in request.topics:
         if by_id:
             topic_id = topic.topic_id  # kio reads the zero UUID as None: never a known id
-            info = controller.topics_by_id.get(topic_id) if topic_id is not None else None
+            info = catalogue.topics_by_id.get(topic_id) if topic_id is not None else None
             name, missing = (info.name if info else None), ErrorCode.unknown_topic_id
         else:
             topic_id = None
             name, missing = topic.topic, ErrorCode.unknown_topic_or_partition
-            info = controller.topics.get(name)
+            info = catalogue.topics.get(name)
         for p in topic.partitions:
             error = ErrorCode.none if info is not None else missing
             keys.append((None if by_id else topic.topic, topic_id, p.partition, error))
@@ -89,7 +94,7 @@ async def handle(ctx: RequestContext, request: object) -> EncodedResponse:
     if version >= FIRST_CLIENT_METADATA and params.replica_id < 0:
         params = FetchParams(client_rack=request.rack_id or "")
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-    results = await broker.replica_manager.fetch(
+    results = await services.replicas.fetch(
         wanted, max_wait_ms, request.min_bytes, request.max_bytes, request.isolation_level, params
     )
     for i, (_n, _t, _p, error) in enumerate(keys):

@@ -19,8 +19,10 @@ type 2) are not implemented.
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from kbroker.handlers.services import HasCatalogue, HasCluster, HasGroupOffsets, HasSettings
 from kbroker.network.context import RequestContext
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
@@ -34,11 +36,15 @@ API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 6
 
+
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasCatalogue, HasCluster, HasGroupOffsets, HasSettings, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
     keys = request.coordinator_keys if hasattr(request, "coordinator_keys") else (request.key,)
@@ -59,34 +65,34 @@ Answer = tuple[ErrorCode, str | None, int, str, int]
 NOT_AVAILABLE: Answer = (ErrorCode.coordinator_not_available, None, -1, "", -1)
 
 
-async def _coordinator(ctx: RequestContext, key_type: int, key: str) -> Answer:
-    broker = ctx.broker
+async def _coordinator(ctx: RequestContext[Services], key_type: int, key: str) -> Answer:
+    services = ctx.services
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return ErrorCode.invalid_request, f"Unsupported key type {key_type}", -1, "", -1
-    controller = broker.controller
+    catalogue = services.catalogue
     if key_type == KEY_TYPE_TRANSACTION:
         topic = TRANSACTION_STATE_TOPIC
         configs = {**TRANSACTION_STATE_TOPIC_CONFIGS,
-                   "min.insync.replicas": str(broker.config.get_int("transaction.state.log.min.isr")),
-                   "segment.bytes": str(broker.config.get_int("transaction.state.log.segment.bytes"))}
-        partitions = broker.config.get_int("transaction.state.log.num.partitions")
-        replication_factor = broker.config.get_int("transaction.state.log.replication.factor")
+                   "min.insync.replicas": str(services.settings.transaction_state_log_min_isr),
+                   "segment.bytes": str(services.settings.transaction_state_log_segment_bytes)}
+        partitions = services.settings.transaction_state_log_num_partitions
+        replication_factor = services.settings.transaction_state_log_replication_factor
     else:
         topic, configs = CONSUMER_OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
-        partitions = broker.config.get_int("offsets.topic.num.partitions")
-        replication_factor = broker.config.get_int("offsets.topic.replication.factor")
-    if topic not in controller.topics:
+        partitions = services.settings.offsets_topic_num_partitions
+        replication_factor = services.settings.offsets_topic_replication_factor
+    if topic not in catalogue.topics:
         try:
-            await controller.create_topic(topic, partitions, replication_factor, configs)
+            await catalogue.create_topic(topic, partitions, replication_factor, configs)
         except KafkaError as exc:
             log.info("cannot create %s yet: %s", topic, exc)
             return NOT_AVAILABLE
     if key_type == KEY_TYPE_TRANSACTION:
-        index = partition_for(key, controller.topics[topic].partitions)
+        index = partition_for(key, catalogue.topics[topic].partitions)
     else:
-        index = broker.offset_store.partition_for(key)
-    reg = controller.partition_registration(topic, index)
-    endpoint = broker.lifecycle.endpoint(reg.leader) if reg is not None and broker.lifecycle is not None else None
+        index = services.group_offsets.partition_for(key)
+    reg = catalogue.partition_registration(topic, index)
+    endpoint = services.cluster.endpoint(reg.leader) if reg is not None else None
     if reg is None or endpoint is None:
         return NOT_AVAILABLE
     return ErrorCode.none, None, reg.leader, endpoint[0], endpoint[1]

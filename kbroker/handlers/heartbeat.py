@@ -9,6 +9,9 @@ accepted, as Kafka does.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasClassicGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 
@@ -17,8 +20,11 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasClassicGroups, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    error = ctx.broker.group_coordinator.heartbeat(
+    error = ctx.services.classic_groups.heartbeat(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None))
     return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)

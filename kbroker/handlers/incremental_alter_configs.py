@@ -18,6 +18,8 @@ and other resource types.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from kbroker.config.config_resources import (
     DEFAULT_TOPIC_RESOURCE,
     DYNAMIC_BROKER_CONFIGS_UNSUPPORTED,
@@ -28,6 +30,7 @@ from kbroker.config.config_resources import (
     check_broker_resource,
     null_value_error,
 )
+from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -37,20 +40,24 @@ API_KEY = 44
 MIN_VERSION = 0
 MAX_VERSION = 1
 
+
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasCatalogue, HasCluster, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     return await answer_each_resource(
         m, m.IncrementalAlterConfigsResponse, request, lambda resource: _alter(ctx, resource, request.validate_only)
     )
 
 
-async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext[Services], resource: object, validate_only: bool) -> None:
     if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
-        check_broker_resource(ctx.broker, resource.resource_name)
+        check_broker_resource(ctx.services.cluster.node_id, resource.resource_name)
         if resource.resource_type == RESOURCE_BROKER and all(c.config_operation == DELETE for c in resource.configs):
             return  # nothing is set dynamically, so there is nothing to delete (kafka-reassign-partitions
             # clears its replication throttles this way when a reassignment completes)
@@ -62,8 +69,8 @@ async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> 
     keys = [c.name for c in resource.configs]
     if len(set(keys)) != len(keys):
         raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-    controller = ctx.broker.controller
-    overrides: dict[str, str | None] = dict(controller.topic_overrides(resource.resource_name))
+    catalogue = ctx.services.catalogue
+    overrides: dict[str, str | None] = dict(catalogue.topic_overrides(resource.resource_name))
     for config in resource.configs:
         op, key = config.config_operation, config.name
         if op != DELETE and config.value is None:
@@ -76,7 +83,7 @@ async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> 
             overrides[key] = _edit_list(key, overrides.get(key), config.value, op)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op}")
-    await controller.set_topic_configs(resource.resource_name, overrides, validate_only)
+    await catalogue.set_topic_configs(resource.resource_name, overrides, validate_only)
 
 
 def _edit_list(key: str, current: str | None, operand: str | None, op: int) -> str:

@@ -21,6 +21,9 @@ session is aborted asynchronously and the request answered CONCURRENT_TRANSACTIO
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasProducerIds, HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -31,11 +34,15 @@ API_KEY = 22
 MIN_VERSION = 0
 MAX_VERSION = 5
 
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasTransactions, HasProducerIds, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     producer_id, epoch, error = NO_PRODUCER_ID, NO_PRODUCER_EPOCH, ErrorCode.none
     given_id = getattr(request, "producer_id", NO_PRODUCER_ID)
@@ -44,7 +51,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
         error = ErrorCode.invalid_request
     elif request.transactional_id is not None:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
-        coordinator = ctx.broker.transaction_coordinator
+        coordinator = ctx.services.transaction_coordinator
         try:
             producer_id, epoch = coordinator.init_producer_id(request.transactional_id, timeout_ms, given_id,
                                                               given_epoch)
@@ -54,7 +61,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
             error = for_version(exc.code, ctx.api_version, first_fenced_version=4)
     else:
         try:
-            producer_id, epoch = ctx.broker.producer_ids.allocate(), 0
+            producer_id, epoch = ctx.services.producer_ids.allocate(), 0
         except KafkaError as exc:  # the next block is still on its way from the controller
             error = exc.code
     return build(

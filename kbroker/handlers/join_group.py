@@ -16,6 +16,9 @@ member of it, after an online upgrade) is answered at once by kbroker/groups/cla
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasClassicGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 
@@ -26,16 +29,19 @@ FIRST_MEMBER_ID_REQUIRED = 4
 FIRST_NULLABLE_PROTOCOL = 7
 
 
+class Services(HasClassicGroups, Protocol): ...
+
+
 def millis(value: object) -> int:
     """kio carries timeouts as timedelta; the coordinator works in ms."""
     return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     session_ms = millis(request.session_timeout)
     rebalance_ms = millis(getattr(request, "rebalance_timeout", request.session_timeout))
-    result = await ctx.broker.group_coordinator.join(
+    result = await ctx.services.classic_groups.join(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.protocol_type,
         [(p.name, p.metadata) for p in request.protocols], session_ms, rebalance_ms, ctx.header.client_id or "",
         "/" + ctx.client_host, ctx.api_version >= FIRST_MEMBER_ID_REQUIRED,

@@ -8,6 +8,9 @@ a rebalance; an unknown group is a top-level UNKNOWN_MEMBER_ID.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasClassicGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 
@@ -16,9 +19,12 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasClassicGroups, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.classic_groups
     if not hasattr(request, "members"):
         error, errors = coordinator.leave(request.group_id, [(request.member_id, None)])
         return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error or errors[0])

@@ -8,7 +8,10 @@ to case, as Kafka's. Dead groups are not listed.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from kbroker.groups.classic_group import GroupState
+from kbroker.handlers.services import HasClassicGroups, HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -20,19 +23,22 @@ GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasClassicGroups, HasConsumerGroups, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     groups = []
     if not types or GROUP_TYPE in types:
-        for group in ctx.broker.group_coordinator.groups.values():
+        for group in ctx.services.classic_groups.groups.values():
             if group.state is GroupState.DEAD or (states and group.state.value.lower() not in states):
                 continue
             groups.append(build(m.ListedGroup, group_id=group.group_id, protocol_type=group.protocol_type or "",
                                 group_state=group.state.value, group_type=GROUP_TYPE))
     if not types or CONSUMER_GROUP_TYPE in types:  # KIP-848 groups (consumer_coordinator.py)
-        for cgroup in ctx.broker.consumer_coordinator.groups.values():
+        for cgroup in ctx.services.consumer_groups.groups.values():
             state = cgroup.state.value
             if cgroup.dead or (states and state.lower() not in states):
                 continue

@@ -21,6 +21,9 @@ Deviation: the v10+ timeout is unused: there is no remote storage to wait for.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -30,6 +33,7 @@ from kbroker.replication.replica_manager import READ_COMMITTED
 API_KEY = 2
 MIN_VERSION = 1
 MAX_VERSION = 11
+
 
 CONSUMER_REPLICA_ID = -1
 LATEST = -1
@@ -47,10 +51,13 @@ UNKNOWN = (-1, -1, -1)  # timestamp, offset, leader epoch
 DEBUGGING_REPLICA_ID = -2
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasReplicas, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     version = ctx.api_version
     m = response_module(API_KEY, version)
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     is_consumer = request.replica_id == CONSUMER_REPLICA_ID
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     seen: dict[tuple[str, int], int] = {}

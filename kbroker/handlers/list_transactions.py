@@ -9,8 +9,9 @@ taken as Python's, which agree for ordinary patterns; a full match, as Kafka's `
 from __future__ import annotations
 
 import re
-import time
+from typing import Protocol
 
+from kbroker.handlers.services import HasClock, HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -20,10 +21,14 @@ API_KEY = 66
 MIN_VERSION = 0
 MAX_VERSION = 2
 
+
 _NAMES = {state.display for state in TransactionState}
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasTransactions, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     unknown = tuple(s for s in request.state_filters if s not in _NAMES)
     wanted_states = set(request.state_filters)
@@ -37,9 +42,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
             regex = re.compile(pattern)
         except re.error:
             error = ErrorCode.invalid_regular_expression
-    now_ms = int(time.time() * 1000)
+    now_ms = ctx.services.clock.wall_ms()
     states = []
-    for meta in ctx.broker.transaction_coordinator.transactions.values():
+    for meta in ctx.services.transaction_coordinator.transactions.values():
         if wanted_states and meta.state.display not in wanted_states:
             continue
         if wanted_pids and meta.producer_id not in wanted_pids:

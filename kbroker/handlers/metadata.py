@@ -15,7 +15,9 @@ request and the topic appears ~50 ms later; kbroker creates synchronously and re
 from __future__ import annotations
 
 import datetime
+from typing import Protocol
 
+from kbroker.handlers.services import HasCatalogue, HasCluster, HasSettings
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -25,27 +27,30 @@ API_KEY = 3
 MIN_VERSION = 0
 MAX_VERSION = 13
 
+
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no ACLs, all allowed.
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
+class Services(HasCatalogue, HasCluster, HasSettings, Protocol): ...
 
-async def handle(ctx: RequestContext, request: object) -> object:
-    broker = ctx.broker
-    controller = broker.controller
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    services = ctx.services
+    catalogue = services.catalogue
     version = ctx.api_version
     m = response_module(API_KEY, version)
     requested = request.topics
-    auto_create = broker.config.get_bool("auto.create.topics.enable") and getattr(
+    auto_create = services.settings.auto_create_topics_enable and getattr(
         request, "allow_auto_topic_creation", True
     )
     include_ops = getattr(request, "include_topic_authorized_operations", False)
     topics = []
-    brokers = broker.live_brokers()
+    brokers = services.cluster.live_brokers()
     live = {b[0] for b in brokers}
     if requested is None or (version == 0 and not requested):
-        wanted = [(name, None) for name in controller.topics]
+        wanted = [(name, None) for name in catalogue.topics]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in requested]
     for name, topic_id in wanted:
@@ -53,14 +58,14 @@ async def handle(ctx: RequestContext, request: object) -> object:
         info = None
         # By id: the Java client leaves the name at its default "" (not null) when it asks by id.
         if not name and topic_id is not None and topic_id != ZERO_UUID:
-            info = controller.topics_by_id.get(topic_id)
+            info = catalogue.topics_by_id.get(topic_id)
             if info is None:
                 error = ErrorCode.unknown_topic_id
         elif name is not None:
-            info = controller.topics.get(name)
+            info = catalogue.topics.get(name)
             if info is None and auto_create:
                 try:
-                    info = await controller.create_topic(name, -1, -1, {})
+                    info = await catalogue.create_topic(name, -1, -1, {})
                 except KafkaError as exc:
                     error = exc.code
             elif info is None:
@@ -70,7 +75,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
         partitions = []
         if info is not None:
             for index in range(info.partitions):
-                reg = controller.partition_registration(info.name, index)
+                reg = catalogue.partition_registration(info.name, index)
                 if reg is None:
                     continue
                 partitions.append(build(
@@ -102,8 +107,8 @@ async def handle(ctx: RequestContext, request: object) -> object:
         throttle_time=datetime.timedelta(0),
         brokers=tuple(build(m.MetadataResponseBroker, node_id=node, host=host, port=port, rack=rack)
                       for node, host, port, rack in brokers),
-        cluster_id=broker.cluster_id,
-        controller_id=broker.controller_id,
+        cluster_id=services.cluster.cluster_id,
+        controller_id=services.cluster.controller_id,
         topics=tuple(topics),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         error_code=ErrorCode.none,

@@ -15,10 +15,11 @@ time of v2-4 is ignored, as Kafka 4 does (offsets.retention.minutes applies).
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import OffsetAndMetadata
+from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasClock, HasGroupOffsets, HasSettings
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -29,26 +30,29 @@ MAX_VERSION = 10
 COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms
 
 
-def topic_names_by_id(ctx: RequestContext) -> dict[object, str]:
-    return {info.topic_id: name for name, info in ctx.broker.controller.topics.items()}
+class Services(HasCatalogue, HasClassicGroups, HasGroupOffsets, HasSettings, HasClock, Protocol): ...
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+def topic_names_by_id(ctx: RequestContext[Services]) -> dict[object, str]:
+    return {info.topic_id: name for name, info in ctx.services.catalogue.topics.items()}
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    broker = ctx.broker
+    services = ctx.services
     by_id = topic_names_by_id(ctx) if ctx.api_version >= 10 else {}
     group_error = ErrorCode.none
     if not request.group_id:
         group_error = ErrorCode.invalid_group_id
     else:
         try:
-            broker.group_coordinator.validate_commit(
+            services.classic_groups.validate_commit(
                 request.group_id, request.generation_id_or_member_epoch, request.member_id,
                 getattr(request, "group_instance_id", None), ctx.api_version)
         except KafkaError as exc:
             group_error = exc.code
-    max_metadata = broker.config.get_int("offset.metadata.max.bytes")
-    now_ms = int(time.time() * 1000)
+    max_metadata = services.settings.offset_metadata_max_bytes
+    now_ms = services.clock.wall_ms()
     errors: dict[tuple[int, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for ti, topic in enumerate(request.topics):
@@ -59,7 +63,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 errors[ti, pi] = group_error
             elif name is None:
                 errors[ti, pi] = ErrorCode.unknown_topic_id
-            elif name not in broker.controller.topics:
+            elif name not in services.catalogue.topics:
                 errors[ti, pi] = ErrorCode.unknown_topic_or_partition
             elif len(metadata.encode()) > max_metadata:
                 errors[ti, pi] = ErrorCode.offset_metadata_too_large
@@ -69,9 +73,9 @@ async def handle(ctx: RequestContext, request: object) -> object:
                     p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now_ms)
     if offsets:
         try:
-            broker.group_coordinator.commit(request.group_id, offsets)
+            services.classic_groups.commit(request.group_id, offsets)
             # In a cluster the commit is acknowledged once the ISR has it (acks=all), as Kafka does.
-            replicated = await broker.offset_store.wait_replicated(request.group_id, COMMIT_TIMEOUT_MS)
+            replicated = await services.group_offsets.wait_replicated(request.group_id, COMMIT_TIMEOUT_MS)
         except (OSError, KafkaError) as exc:
             replicated = coordinator_write_error(exc)  # nothing was acknowledged
         if replicated:

@@ -9,7 +9,10 @@ UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from kbroker.coordinator_errors import coordinator_write_error
+from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasGroupOffsets
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -19,18 +22,21 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasCatalogue, HasClassicGroups, HasGroupOffsets, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    broker = ctx.broker
+    services = ctx.services
     try:
-        _group, subscribed = broker.group_coordinator.validate_offset_delete(request.group_id)
+        _group, subscribed = services.classic_groups.validate_offset_delete(request.group_id)
     except KafkaError as exc:
         return build(m.OffsetDeleteResponse, error_code=exc.code, throttle_time=NO_THROTTLE, topics=())
     errors: dict[tuple[str, int], ErrorCode] = {}
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if topic.name not in broker.controller.topics:
+            if topic.name not in services.catalogue.topics:
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             elif subscribed is None or topic.name in subscribed:
                 errors[tp] = ErrorCode.group_subscribed_to_topic
@@ -38,7 +44,7 @@ async def handle(ctx: RequestContext, request: object) -> object:
                 errors[tp] = ErrorCode.none
     deletable = [tp for tp, error in errors.items() if error == ErrorCode.none]
     try:
-        broker.offset_store.delete_offsets(request.group_id, deletable)
+        services.group_offsets.delete_offsets(request.group_id, deletable)
     except (OSError, KafkaError) as exc:
         for tp in deletable:
             errors[tp] = coordinator_write_error(exc)

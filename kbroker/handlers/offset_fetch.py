@@ -12,6 +12,9 @@ classic groups.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasConsumerGroups, HasGroupOffsets
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -24,9 +27,12 @@ MAX_VERSION = 10
 FIRST_BATCHED = 8
 
 
-def _group_topics(ctx: RequestContext, m: object, group_id: str, topics: object, require_stable: bool,
+class Services(HasCatalogue, HasClassicGroups, HasConsumerGroups, HasGroupOffsets, Protocol): ...
+
+
+def _group_topics(ctx: RequestContext[Services], m: object, group_id: str, topics: object, require_stable: bool,
                   topic_cls: type, partition_cls: type) -> tuple[object, ...]:
-    store = ctx.broker.offset_store
+    store = ctx.services.group_offsets
     committed = store.fetch(group_id)
     use_ids = ctx.api_version >= 10
     by_id = topic_names_by_id(ctx) if use_ids else {}
@@ -34,8 +40,8 @@ def _group_topics(ctx: RequestContext, m: object, group_id: str, topics: object,
         wanted: dict[str, list[int]] = {}
         for topic, partition in sorted(committed):
             wanted.setdefault(topic, []).append(partition)
-        requested = [(name, ctx.broker.controller.topics[name].topic_id if use_ids else None, parts)
-                     for name, parts in wanted.items() if not use_ids or name in ctx.broker.controller.topics]
+        requested = [(name, ctx.services.catalogue.topics[name].topic_id if use_ids else None, parts)
+                     for name, parts in wanted.items() if not use_ids or name in ctx.services.catalogue.topics]
     else:
         requested = [(by_id.get(t.topic_id) if use_ids else t.name, getattr(t, "topic_id", None),
                       list(t.partition_indexes)) for t in topics]
@@ -57,22 +63,22 @@ def _group_topics(ctx: RequestContext, m: object, group_id: str, topics: object,
     return tuple(result)
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     require_stable = getattr(request, "require_stable", False)
     if ctx.api_version < FIRST_BATCHED:
         error = ErrorCode.invalid_group_id if not request.group_id else ErrorCode.none
-        error = error or ctx.broker.group_coordinator.coordinator_error(request.group_id)
+        error = error or ctx.services.classic_groups.coordinator_error(request.group_id)
         topics = () if error else _group_topics(ctx, m, request.group_id, request.topics, require_stable,
                                                 m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition)
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
     groups = []
     for group in request.groups:
         error = ErrorCode.invalid_group_id if not group.group_id else ErrorCode.none
-        error = error or ctx.broker.group_coordinator.coordinator_error(group.group_id)
+        error = error or ctx.services.classic_groups.coordinator_error(group.group_id)
         if not error:
             try:  # v9+ members of a consumer (KIP-848) group fetch at their current member epoch
-                ctx.broker.consumer_coordinator.validate_fetch(
+                ctx.services.consumer_groups.validate_fetch(
                     group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
             except KafkaError as exc:
                 error = exc.code

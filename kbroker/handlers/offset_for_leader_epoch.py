@@ -15,6 +15,9 @@ replica answers NOT_LEADER_OR_FOLLOWER.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -24,9 +27,12 @@ MIN_VERSION = 2
 MAX_VERSION = 4
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasReplicas, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     topics = []
     for topic in request.topics:
         partitions = []

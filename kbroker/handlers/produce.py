@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Protocol
 
+from kbroker.handlers.services import HasCatalogue, HasReplicas, HasTransactionVerifier
 from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext
 from kbroker.protocol.codec import MalformedRequest, response_header
 from kbroker.protocol.errors import ErrorCode
@@ -57,6 +59,9 @@ UNVERIFIABLE = (ErrorCode.network_exception, ErrorCode.coordinator_load_in_progr
                 ErrorCode.coordinator_not_available, ErrorCode.not_coordinator)
 _PARTITION_FIXED = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 _INT64 = struct.Struct(">q")
+
+
+class Services(HasCatalogue, HasReplicas, HasTransactionVerifier, Protocol): ...
 
 
 class ProduceRequest:
@@ -96,19 +101,19 @@ def decode_request(frame: memoryview, offset: int, version: int) -> ProduceReque
     return ProduceRequest(transactional_id, acks, timeout_ms, topics)
 
 
-async def handle(ctx: RequestContext, request: ProduceRequest) -> object:
-    broker = ctx.broker
+async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> object:
+    services = ctx.services
     version = ctx.api_version
-    controller = broker.controller
-    replica_manager = broker.replica_manager
+    catalogue = services.catalogue
+    replica_manager = services.replicas
     results: list[tuple[str | None, uuid.UUID | None, list[tuple[int, ProduceResult]]]] = []
     valid_acks = request.acks in (0, 1, -1)
     for name, topic_id, partitions in request.topics:
         if topic_id is not None:
-            info = controller.topics_by_id.get(topic_id)
+            info = catalogue.topics_by_id.get(topic_id)
             missing = ErrorCode.unknown_topic_id
         else:
-            info = controller.topics.get(name or "")
+            info = catalogue.topics.get(name or "")
             missing = ErrorCode.unknown_topic_or_partition
         out = []
         for index, records in partitions:
@@ -133,7 +138,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> object:
     return EncodedResponse([encode_response(ctx.header.correlation_id, version, results)])
 
 
-async def _verify_transaction(ctx: RequestContext, transactional_id: str, topic: str, index: int,
+async def _verify_transaction(ctx: RequestContext[Services], transactional_id: str, topic: str, index: int,
                         records: memoryview) -> ProduceResult | None:
     """None when the batch may be appended; else the refusal (nothing is written)."""
     if len(records) < HEADER_SIZE:
@@ -141,7 +146,7 @@ async def _verify_transaction(ctx: RequestContext, transactional_id: str, topic:
     header = read_header(records)
     if header.magic != 2 or header.producer_id < 0 or not header.is_transactional:
         return None
-    partition = ctx.broker.replica_manager.partitions.get((topic, index))
+    partition = ctx.services.replicas.partitions.get((topic, index))
     if partition is None or not partition.is_leader:
         return None  # the append answers for a partition this broker does not lead
     if in_transaction(partition, header.producer_id, header.producer_epoch):
@@ -149,7 +154,7 @@ async def _verify_transaction(ctx: RequestContext, transactional_id: str, topic:
     version = ctx.api_version
     add = version >= FIRST_ADD_PARTITION
     guard = verification_guard(partition, header.producer_id)
-    error = await ctx.broker.add_partitions_to_txn_manager.verify_or_add(
+    error = await ctx.services.transaction_verifier.verify_or_add(
         transactional_id, header.producer_id, header.producer_epoch, (topic, index), add)
     if error == ErrorCode.none:
         # Kafka's VerificationGuard: a marker for this producer written here while the

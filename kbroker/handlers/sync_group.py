@@ -10,6 +10,9 @@ differs from the group's.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from kbroker.handlers.services import HasClassicGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 
@@ -18,9 +21,12 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasClassicGroups, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    result = await ctx.broker.group_coordinator.sync(
+    result = await ctx.services.classic_groups.sync(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
         {a.member_id: a.assignment for a in request.assignments},

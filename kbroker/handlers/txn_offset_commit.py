@@ -18,10 +18,11 @@ the ISR has it (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR otherwise, as Offset
 
 from __future__ import annotations
 
-import time
+from typing import Protocol
 
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetAndMetadata
+from kbroker.handlers.services import HasClassicGroups, HasClock, HasGroupOffsets, HasReplicas, HasTransactionVerifier
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -37,9 +38,12 @@ FIRST_ADD_PARTITION = 5
 COMMIT_TIMEOUT_MS = 30000
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasClassicGroups, HasGroupOffsets, HasReplicas, HasTransactionVerifier, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    now_ms = int(time.time() * 1000)
+    now_ms = ctx.services.clock.wall_ms()
     offsets = {
         (t.name, p.partition_index): OffsetAndMetadata(
             p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now_ms)
@@ -48,19 +52,19 @@ async def handle(ctx: RequestContext, request: object) -> object:
     return _response(m, request, await _commit(ctx, request, offsets))
 
 
-async def _commit(ctx: RequestContext, request: object, offsets: dict) -> ErrorCode:
-    broker = ctx.broker
+async def _commit(ctx: RequestContext[Services], request: object, offsets: dict) -> ErrorCode:
+    services = ctx.services
     group = request.group_id
-    if broker.group_coordinator.coordinator_error(group):
-        return broker.group_coordinator.coordinator_error(group)
-    tp = (CONSUMER_OFFSETS_TOPIC, broker.offset_store.partition_for(group))
-    partition = broker.replica_manager.partitions.get(tp)
+    if services.classic_groups.coordinator_error(group):
+        return services.classic_groups.coordinator_error(group)
+    tp = (CONSUMER_OFFSETS_TOPIC, services.group_offsets.partition_for(group))
+    partition = services.replicas.partitions.get(tp)
     if partition is None:
         return ErrorCode.not_coordinator
     error = ErrorCode.none
     if not in_transaction(partition, request.producer_id, request.producer_epoch):
         guard = verification_guard(partition, request.producer_id)
-        error = await broker.add_partitions_to_txn_manager.verify_or_add(
+        error = await services.transaction_verifier.verify_or_add(
             request.transactional_id, request.producer_id, request.producer_epoch, tp,
             ctx.api_version >= FIRST_ADD_PARTITION)
         if error == ErrorCode.none and ended_during_verification(partition, request.producer_id, guard):
@@ -72,15 +76,15 @@ async def _commit(ctx: RequestContext, request: object, offsets: dict) -> ErrorC
     if error != ErrorCode.none:
         return for_version(error, ctx.api_version)
     try:
-        broker.group_coordinator.validate_commit(
+        services.classic_groups.validate_commit(
             group, getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
             getattr(request, "group_instance_id", None), ctx.api_version, transactional=True)
-        broker.offset_store.commit_transactional(group, request.producer_id, request.producer_epoch, offsets)
+        services.group_offsets.commit_transactional(group, request.producer_id, request.producer_epoch, offsets)
     except KafkaError as exc:
         return for_version(exc.code, ctx.api_version)
     except OSError as exc:
         return coordinator_write_error(exc)
-    return await broker.offset_store.wait_replicated(group, COMMIT_TIMEOUT_MS)
+    return await services.group_offsets.wait_replicated(group, COMMIT_TIMEOUT_MS)
 
 
 def _response(m: object, request: object, error: ErrorCode) -> object:

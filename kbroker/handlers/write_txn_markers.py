@@ -13,27 +13,30 @@ NOT_LEADER_OR_FOLLOWER otherwise, which the coordinator retries. Markers on
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
+from kbroker.handlers.services import HasTxnMarkerWriter
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import build, response_module
-from kbroker.transactions.marker_channel import write_marker_replicated
 
 API_KEY = 27
 MIN_VERSION = 1
 MAX_VERSION = 2
 
 
-async def handle(ctx: RequestContext, request: object) -> object:
+class Services(HasTxnMarkerWriter, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    broker = ctx.broker
+    services = ctx.services
     markers = []
     for marker in request.markers:
         topics = []
         for topic in marker.topics:
             errors = await asyncio.gather(*(
-                write_marker_replicated(broker.replica_manager, broker.offset_store, topic.name, index,
-                                        marker.producer_id, marker.producer_epoch, marker.transaction_result,
-                                        marker.coordinator_epoch)
+                services.write_txn_marker(topic.name, index, marker.producer_id, marker.producer_epoch,
+                                          marker.transaction_result, marker.coordinator_epoch)
                 for index in topic.partition_indexes))
             partitions = tuple(build(m.WritableTxnMarkerPartitionResult, partition_index=index, error_code=error)
                                for index, error in zip(topic.partition_indexes, errors, strict=True))

@@ -1,23 +1,32 @@
-"""What a handler receives besides its request: the broker's parts and the request header."""
+"""What a handler receives besides its request: the services its node lends it, the request
+header, and the handler table the request was answered from.
+
+``RequestContext`` is generic over the services: a broker's handlers see the narrow protocols of
+``kbroker/handlers/services.py``, a controller's those of ``kbroker/controller_handlers/services.py``;
+this module knows neither, so the wire layer depends on no handler and no node.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import Generic, TypeVar
 
 from kbroker.protocol.codec import RequestHeader
 from kbroker.storage.log import FetchSlice
 
-if TYPE_CHECKING:
-    from kbroker.node.broker import Broker
-    from kbroker.node.controller_node import ControllerNode
+# Covariant: a context carrying a node's whole services object is a context for a handler that
+# declares only the few services it uses.
+S_co = TypeVar("S_co", covariant=True)
 
 
 @dataclass(slots=True, frozen=True)
-class RequestContext:
-    broker: Broker | ControllerNode  # the node serving the request
+class RequestContext(Generic[S_co]):
+    services: S_co
     header: RequestHeader
     client_host: str
+    handlers: Mapping[int, ModuleType]  # the table this request was dispatched from (ApiVersions lists it)
 
     @property
     def api_version(self) -> int:

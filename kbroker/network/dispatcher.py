@@ -15,11 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
-from kbroker.handlers import HANDLERS
 from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import (
@@ -33,17 +32,16 @@ from kbroker.protocol.codec import (
 )
 from kbroker.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from kbroker.node.broker import Broker
-    from kbroker.node.controller_node import ControllerNode
-
 log = logging.getLogger(__name__)
 _limited = RateLimitedLogger(log)
 
+S = TypeVar("S")
+# (api key, api version, request) -> the active controller's answer, None if it did not answer
+ForwardToController = Callable[[int, int, object], Awaitable[object | None]]
 
-def unsupported_api_versions_response(correlation_id: int) -> bytes:
+
+def unsupported_api_versions_response(correlation_id: int, handler: ModuleType) -> bytes:
     """ApiVersions v0 body: UNSUPPORTED_VERSION plus our own ApiVersions range (KIP-511)."""
-    handler = HANDLERS[API_VERSIONS_KEY]
     body = struct.pack(
         ">ihihhh", correlation_id, ErrorCode.unsupported_version.value, 1,
         API_VERSIONS_KEY, handler.MIN_VERSION, handler.MAX_VERSION,
@@ -51,11 +49,16 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-class Dispatcher:
-    def __init__(self, broker: Broker | ControllerNode, handlers: Mapping[int, ModuleType] = HANDLERS,
+class Dispatcher(Generic[S]):
+    """Answers requests from one handler table (a broker's, or a controller's smaller one) with
+    the services that node lends its handlers; ``forward`` reaches the active controller for the
+    modules that declare ``FORWARD_TO_CONTROLLER``."""
+
+    def __init__(self, services: S, handlers: Mapping[int, ModuleType], forward: ForwardToController | None = None,
                  ready: asyncio.Event | None = None) -> None:
-        self.broker = broker
-        self.handlers = handlers  # a controller node answers its own, smaller table
+        self.services = services
+        self.handlers = handlers
+        self.forward = forward
         # Set once the node may serve requests: until then a request waits (its connection was
         # accepted), as Kafka's broker processes none before it is unfenced.
         self.ready = ready
@@ -75,7 +78,7 @@ class Dispatcher:
                 return None
             if not handler.MIN_VERSION <= api_version <= handler.MAX_VERSION:
                 if api_key == API_VERSIONS_KEY:
-                    return unsupported_api_versions_response(correlation_id)
+                    return unsupported_api_versions_response(correlation_id, handler)
                 _limited.info("closing %s: %s v%d is not supported", peer, handler.__name__, api_version)
                 return None
             schema = request_schema(api_key, api_version)
@@ -88,7 +91,7 @@ class Dispatcher:
         except MalformedRequest as exc:
             _limited.info("closing %s: malformed request: %s", peer, exc)
             return None
-        context = RequestContext(self.broker, header, client_host)
+        context = RequestContext(self.services, header, client_host, self.handlers)
         try:
             if getattr(handler, "FORWARD_TO_CONTROLLER", False):
                 response = await self._forward(handler, api_key, api_version, request)
@@ -108,5 +111,6 @@ class Dispatcher:
     async def _forward(self, handler: ModuleType, api_key: int, api_version: int, request: object) -> object:
         """Kafka's ``maybeForwardToController``: an admin request the controller decides goes
         there unchanged; no answer from it is the API's REQUEST_TIMED_OUT response."""
-        answer = await self.broker.forward_to_controller(api_key, api_version, request)
+        assert self.forward is not None, f"{handler.__name__} is forwarded, but this node forwards nothing"
+        answer = await self.forward(api_key, api_version, request)
         return answer if answer is not None else handler.error_response(api_version, ErrorCode.request_timed_out)

@@ -14,8 +14,8 @@ every log closes cleanly so the next start needs no recovery.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from kbroker.cluster.broker_lifecycle import BrokerLifecycleManager
@@ -24,6 +24,8 @@ from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
 from kbroker.groups.coordinator import GroupCoordinator
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 from kbroker.groups.partition_ownership import GroupPartitionOwnership
+from kbroker.handlers import HANDLERS
+from kbroker.handlers.services import BrokerServices, BrokerSettings
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.network.socket_server import SocketServer, SocketServerSettings
 from kbroker.node.meta_properties import init_log_dirs
@@ -32,10 +34,11 @@ from kbroker.replication.forwarding_controller import ForwardingController
 from kbroker.replication.quorum.producer_ids import ControllerProducerIdManager
 from kbroker.replication.replica_manager import ReplicaManager
 from kbroker.replication.replication_settings import ClusterLinks, ReplicationSettings
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log_cleaner import LogCleaner
 from kbroker.storage.log_manager import LogManager
 from kbroker.transactions.coordinator import TransactionCoordinator
-from kbroker.transactions.marker_channel import BrokerClients, TransactionMarkerChannelManager
+from kbroker.transactions.marker_channel import BrokerClients, TransactionMarkerChannelManager, write_marker_replicated
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC
 from kbroker.transactions.verification import AddPartitionsToTxnManager
 
@@ -47,9 +50,29 @@ log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL_S = 60.0
 
 
+def handler_settings(config: KafkaConfig) -> BrokerSettings:
+    """The broker keys the request handlers act on, read once."""
+    return BrokerSettings(
+        auto_create_topics_enable=config.get_bool("auto.create.topics.enable"),
+        delete_topic_enable=config.get_bool("delete.topic.enable"),
+        offsets_topic_num_partitions=config.get_int("offsets.topic.num.partitions"),
+        offsets_topic_replication_factor=config.get_int("offsets.topic.replication.factor"),
+        offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
+        transaction_state_log_num_partitions=config.get_int("transaction.state.log.num.partitions"),
+        transaction_state_log_replication_factor=config.get_int("transaction.state.log.replication.factor"),
+        transaction_state_log_min_isr=config.get_int("transaction.state.log.min.isr"),
+        transaction_state_log_segment_bytes=config.get_int("transaction.state.log.segment.bytes"),
+    )
+
+
 class Broker:
-    def __init__(self, config: KafkaConfig, local_controller: ControllerNode | None = None) -> None:
+    """Also the ``ClusterView`` its handlers receive: the cluster id and live brokers change as
+    the metadata log is replayed."""
+
+    def __init__(self, config: KafkaConfig, local_controller: ControllerNode | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
         self.node_id = config.node_id
         self.log_dirs = config.log_dirs
         self.cluster_id = ""
@@ -91,7 +114,15 @@ class Broker:
         # Client requests wait until the controller has unfenced this broker (Kafka processes
         # none before its broker has caught up with the metadata log and is unfenced).
         self.ready = asyncio.Event()
-        self.dispatcher = Dispatcher(self, ready=self.ready)
+        self.services = BrokerServices(
+            catalogue=self.controller, replicas=self.replica_manager, log_manager=self.log_manager, cluster=self,
+            classic_groups=self.group_coordinator, consumer_groups=self.consumer_coordinator,
+            group_offsets=self.offset_store, transaction_coordinator=self.transaction_coordinator,
+            producer_ids=self.producer_ids, transaction_verifier=self.add_partitions_to_txn_manager,
+            write_txn_marker=functools.partial(write_marker_replicated, self.replica_manager, self.offset_store),
+            settings=handler_settings(config), clock=clock,
+        )
+        self.dispatcher = Dispatcher(self.services, HANDLERS, self.forward_to_controller, self.ready)
         self.socket_servers: list[SocketServer] = []
         self.bound: list[tuple[str, str, int]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -124,6 +155,10 @@ class Broker:
         if self.lifecycle is None:
             return []
         return [(b.broker_id, b.host, b.port, b.rack) for b in self.lifecycle.image.live_brokers()]
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where clients reach a registered broker (None before this broker has joined)."""
+        return None if self.lifecycle is None else self.lifecycle.endpoint(broker_id)
 
     @property
     def controller_id(self) -> int:
@@ -204,7 +239,7 @@ class Broker:
         interval = self.config.get_int("log.retention.check.interval.ms") / 1000
         while True:
             await asyncio.sleep(interval)
-            now_ms = int(time.time() * 1000)
+            now_ms = self.clock.wall_ms()
             for partition in list(self.replica_manager.partitions.values()):
                 try:
                     partition.log.enforce_retention(now_ms, partition.high_watermark)
@@ -218,7 +253,7 @@ class Broker:
         expiration_ms = self.config.get_int("producer.id.expiration.ms")
         while True:
             await asyncio.sleep(interval)
-            now_ms = int(time.time() * 1000)
+            now_ms = self.clock.wall_ms()
             for partition in list(self.replica_manager.partitions.values()):
                 partition.log.producer_state.remove_expired_producers(now_ms, expiration_ms)
 
@@ -229,10 +264,10 @@ class Broker:
         interval = self.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         remove_interval_ms = self.config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms")
         expiration_ms = self.config.get_int("transactional.id.expiration.ms")
-        next_removal_ms = int(time.time() * 1000) + remove_interval_ms
+        next_removal_ms = self.clock.wall_ms() + remove_interval_ms
         while True:
             await asyncio.sleep(interval)
-            now_ms = int(time.time() * 1000)
+            now_ms = self.clock.wall_ms()
             try:
                 self.transaction_coordinator.abort_timed_out(now_ms)
             except OSError as exc:
@@ -248,7 +283,7 @@ class Broker:
         """flush.ms needs a clock as well as appends (Kafka's log.flush.scheduler.interval.ms)."""
         while True:
             await asyncio.sleep(interval)
-            now_ms = int(time.time() * 1000)
+            now_ms = self.clock.wall_ms()
             for partition in list(self.replica_manager.partitions.values()):
                 try:
                     partition.log.maybe_flush(now_ms)

@@ -14,11 +14,12 @@ import asyncio
 import logging
 import os
 import random
-import time
+from typing import Any
 
 from kbroker.cluster.quorum_driver import QuorumDriver
 from kbroker.config.kafka_config import KafkaConfig
 from kbroker.controller_handlers import CONTROLLER_HANDLERS
+from kbroker.controller_handlers.services import ControllerServices
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.network.socket_server import SocketServer, SocketServerSettings
 from kbroker.node.meta_properties import adopt_cluster_id, random_id
@@ -28,6 +29,7 @@ from kbroker.replication.quorum.metadata_image import BROKER_RESOURCE, METADATA_
 from kbroker.replication.quorum.quorum_controller import ControllerSettings, QuorumController
 from kbroker.replication.quorum.raft import RaftConfig, RaftNode, RaftRole
 from kbroker.replication.quorum.raft_log import FileQuorumState, PartitionRaftLog
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
 
@@ -38,8 +40,11 @@ METADATA_READ_BYTES = 8 * 1024 * 1024
 
 
 class ControllerNode:
-    def __init__(self, config: KafkaConfig, cluster_id: str) -> None:
+    """Also the services its controller handlers receive (``ControllerServices``)."""
+
+    def __init__(self, config: KafkaConfig, cluster_id: str, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
         self.node_id = config.node_id
         self.cluster_id = cluster_id
         self.voters = {node: (host, port) for node, host, port in config.quorum_voters}
@@ -57,7 +62,7 @@ class ControllerNode:
             default_replication_factor=config.get_int("default.replication.factor"),
             broker_default=config.get,
         ), self._propose)
-        self.dispatcher = Dispatcher(self, CONTROLLER_HANDLERS)
+        self.dispatcher: Dispatcher[ControllerServices] = Dispatcher(self, CONTROLLER_HANDLERS)
         self.socket_server: SocketServer | None = None
         self.bound: list[tuple[str, str, int]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -68,6 +73,14 @@ class ControllerNode:
     @property
     def raft(self) -> RaftNode | None:
         return None if self.quorum is None else self.quorum.raft
+
+    @property
+    def inter_broker_listener_name(self) -> str | None:
+        return self.config.get("inter.broker.listener.name")
+
+    def handle_raft_request(self, api_key: int, request: Any) -> Any:
+        assert self.quorum is not None, "a Raft request before the quorum started"
+        return self.quorum.handle_request(api_key, request)
 
     def _propose(self, payloads: list[bytes]) -> int | None:
         assert self.quorum is not None
@@ -111,7 +124,7 @@ class ControllerNode:
         leading = self.raft.role is RaftRole.LEADER
         if leading and not self.controller.active:
             try:
-                self.controller.activate(self.raft.epoch, int(time.time() * 1000))
+                self.controller.activate(self.raft.epoch, self.clock.wall_ms())
                 if not self.controller.image.cluster_id:
                     self._bootstrap()
             except KafkaError as exc:
@@ -150,7 +163,7 @@ class ControllerNode:
         # A voter of a quorum of several knows no cluster id of its own (one of them invents it
         # here, the others adopt it from the log); a single node's is in its meta.properties.
         self.cluster_id = self.cluster_id or random_id()
-        self.controller.bootstrap(self.cluster_id, records, int(time.time() * 1000))
+        self.controller.bootstrap(self.cluster_id, records, self.clock.wall_ms())
         mark_imported(log_dir)
 
     def metadata_batches(self, start: int) -> bytes:
@@ -199,7 +212,7 @@ class ControllerNode:
             if not self.controller.active:
                 continue
             try:
-                self.controller.fence_expired_sessions(int(time.time() * 1000))
+                self.controller.fence_expired_sessions(self.clock.wall_ms())
             except (OSError, KafkaError) as exc:
                 log.error("fencing expired sessions failed: %s", exc)
 
@@ -212,7 +225,7 @@ class ControllerNode:
             if not self.controller.active:
                 continue
             try:
-                self.controller.rebalance_leaders(percentage, int(time.time() * 1000))
+                self.controller.rebalance_leaders(percentage, self.clock.wall_ms())
             except (OSError, KafkaError) as exc:
                 log.error("leader rebalance failed: %s", exc)
 

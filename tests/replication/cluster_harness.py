@@ -47,6 +47,14 @@ class Catalogue:
         self.topics_by_id: dict[uuid.UUID, TopicEntry] = {}
 
 
+@dataclass(slots=True, frozen=True)
+class ReplicaServices:
+    """What Produce, Fetch and OffsetForLeaderEpoch use of a broker here (no transactions)."""
+
+    catalogue: Catalogue
+    replicas: ReplicaManager
+
+
 class ReplicaNode:
     def __init__(self, node_id: int, host: str, data_dir: str, log_config: LogConfig) -> None:
         self.node_id = node_id
@@ -56,7 +64,7 @@ class ReplicaNode:
         self.log_manager = LogManager([data_dir], lambda _topic: log_config)
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(self.log_manager, node_id)
-        self.dispatcher = Dispatcher(self, {  # type: ignore[arg-type]  # the handlers use .controller/.replica_manager
+        self.dispatcher = Dispatcher(ReplicaServices(self.controller, self.replica_manager), {
             produce.API_KEY: produce, fetch.API_KEY: fetch, offset_for_leader_epoch.API_KEY: offset_for_leader_epoch,
         })
         self.server: SocketServer | None = None
