@@ -1,5 +1,6 @@
 """Packaging: the wheel installs one ``kbroker`` namespace into a fresh venv, nothing else,
-and imports flow one way: protocol -> storage -> replication -> kbroker."""
+imports flow one way: protocol -> storage -> replication -> kbroker, and no import cycle is
+left but those on the allow-list below (``python -m tests.import_graph`` prints the figures)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ import sys
 import venv
 import zipfile
 
+from tests.import_graph import build as build_import_graph
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAYERS = {"protocol": 0, "storage": 1, "replication": 2, "kbroker": 3, "spark": 4}
+# Import cycles still to be cut, each removed from this list by the change that cuts it (the
+# group coordinators' went with issue 15 item 4: kbroker.groups is one group service).
+ALLOWED_CYCLES: list[list[str]] = []
 SUBPACKAGES = ["kbroker", "kbroker.protocol", "kbroker.storage", "kbroker.replication",
                "kbroker.replication.quorum", "kbroker.network", "kbroker.handlers", "kbroker.controller_handlers",
                "kbroker.node", "kbroker.cluster", "kbroker.config", "kbroker.container", "kbroker.groups",
@@ -64,3 +70,11 @@ def test_imports_flow_one_way():
                     if target is not None and target > layer:
                         violations.append(f"{path.relative_to(ROOT)}: imports {name}")
     assert violations == []
+
+
+def test_import_graph_has_no_cycles_and_no_upward_imports():
+    """Type-only imports count: they are how the node-wide cycle (context <-> broker <-> dispatcher
+    <-> broker_lifecycle <-> handlers, 66 modules) hid."""
+    graph = build_import_graph()
+    assert [cycle for cycle in graph.cycles() if cycle not in ALLOWED_CYCLES] == []
+    assert graph.upward_imports() == []

@@ -36,14 +36,12 @@ import logging
 import os
 import struct
 import termios
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kbroker.network.context import EncodedResponse
+from kbroker.network.memory_pool import MemoryPool
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.storage.log import FetchSlice
-
-if TYPE_CHECKING:
-    from kbroker.network.socket_server import SocketServer
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLogger(log)
@@ -58,13 +56,40 @@ _READ_WHILE_IN_FLIGHT = 4096
 SENDFILE_THRESHOLD = 64 * 1024
 
 
+class RequestDispatcher(Protocol):
+    async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes | EncodedResponse | object | None:
+        """The encoded response, NO_RESPONSE (acks=0), or None to close the connection."""
+        ...
+
+
+class ConnectionOwner(Protocol):
+    """What a connection uses of the SocketServer that accepted it (declared here because the
+    server imports this module, not the reverse)."""
+
+    max_request_bytes: int
+    pool: MemoryPool | None  # queued.max.request.bytes, when bounded
+    receive_buffer: bytearray  # shared by the server's connections that hold no partial frame
+    loop: asyncio.AbstractEventLoop
+
+    @property
+    def dispatcher(self) -> RequestDispatcher: ...
+
+    def connection_made(self, connection: KafkaConnection) -> None: ...
+
+    def connection_lost(self, connection: KafkaConnection) -> None: ...
+
+    def touch(self, connection: KafkaConnection) -> None:
+        """The connection was active (connections.max.idle.ms counts from here)."""
+        ...
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     __slots__ = (
         "_drained", "_fd", "_filled", "_frame_size", "_muted", "_partial", "_pending", "_reserved", "client_host",
         "closed", "draining", "in_flight", "last_active", "listener", "peer", "server", "transport",
     )
 
-    def __init__(self, server: SocketServer, listener: str, client_host: str, peer: str) -> None:
+    def __init__(self, server: ConnectionOwner, listener: str, client_host: str, peer: str) -> None:
         self.server = server
         self.listener = listener
         self.client_host = client_host
