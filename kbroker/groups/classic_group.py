@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbroker.groups.group_metadata import GroupRecord, MemberRecord
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.internal_records import GroupMemberValue, GroupMetadataValue, Reader
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -166,24 +165,20 @@ class ClassicGroup:
             return None
         topics: set[str] = set()
         for member in self.members.values():
-            data = member.metadata(self.protocol_name)
+            # The start of a ConsumerProtocolSubscription, the same in every version: version, topics.
+            r = Reader(member.metadata(self.protocol_name))
             try:
-                pos = 2  # version
-                (count,) = struct.unpack_from(">i", data, pos)
-                pos += 4
-                for _ in range(count):
-                    (size,) = struct.unpack_from(">h", data, pos)
-                    topics.add(data[pos + 2 : pos + 2 + size].decode())
-                    pos += 2 + size
-            except (struct.error, UnicodeDecodeError):
+                r.int16()
+                topics.update(r.string() or "" for _ in range(r.int32()))
+            except ValueError:
                 return None
         return topics
 
-    def to_record(self) -> GroupRecord:
-        return GroupRecord(
+    def to_record(self) -> GroupMetadataValue:
+        return GroupMetadataValue(
             self.protocol_type or "", self.generation_id, self.protocol_name, self.leader_id, self.state_timestamp,
-            [MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                          m.session_timeout_ms, m.metadata(self.protocol_name), m.assignment)
+            [GroupMemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                              m.session_timeout_ms, m.metadata(self.protocol_name), m.assignment)
              for m in self.members.values()],
         )
 

@@ -1,6 +1,6 @@
 """ConsumerGroupLog: what ``__consumer_offsets`` holds for each consumer group, and its replay.
 
-A consumer group is written as Kafka's consumer group records (``consumer_group_records.py``):
+A consumer group is written as Kafka's consumer group records (``protocol/internal_records.py``):
 one group metadata and one target assignment metadata record, and per member its metadata,
 its target assignment and its current assignment. The log keeps, per group, the value last
 written under each key, so a change appends only the records that differ (tombstones for
@@ -14,8 +14,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from kbroker.groups import assignors
-from kbroker.groups import consumer_group_records as records
 from kbroker.groups.consumer_group import ConsumerGroup, ConsumerMember, MemberState, TopicMap
+from kbroker.protocol import internal_records as records
 
 if TYPE_CHECKING:
     from kbroker.groups.offset_store import OffsetStore
@@ -37,40 +37,42 @@ def preferred_assignor(group: ConsumerGroup, default: str) -> str:
 
 def _records(group: ConsumerGroup) -> dict[bytes, bytes]:
     gid = group.group_id
-    out = {records.encode_key(records.GROUP_METADATA, gid): records.encode_group_metadata(group.group_epoch),
-           records.encode_key(records.TARGET_METADATA, gid): records.encode_target_metadata(group.assignment_epoch)}
+    key = records.encode_consumer_group_key
+    out = {key(records.CONSUMER_GROUP_METADATA, gid): records.encode_consumer_epoch(group.group_epoch),
+           key(records.CONSUMER_TARGET_METADATA, gid): records.encode_consumer_epoch(group.assignment_epoch)}
     for mid, m in group.members.items():
-        out[records.encode_key(records.MEMBER_METADATA, gid, mid)] = records.encode_member_metadata(
-            records.MemberMetadata(m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
-                                   m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic))
-        out[records.encode_key(records.TARGET_MEMBER, gid, mid)] = records.encode_target_member(
+        out[key(records.CONSUMER_MEMBER_METADATA, gid, mid)] = records.encode_consumer_member_metadata(
+            records.ConsumerMemberMetadata(m.instance_id, m.rack_id, m.client_id, m.client_host,
+                                           m.subscribed_topic_names, m.subscribed_topic_regex, m.rebalance_timeout_ms,
+                                           m.server_assignor, m.classic))
+        out[key(records.CONSUMER_TARGET_MEMBER, gid, mid)] = records.encode_consumer_target_member(
             group.target.get(mid, {}))
-        out[records.encode_key(records.CURRENT_ASSIGNMENT, gid, mid)] = records.encode_current_assignment(
-            records.CurrentAssignment(m.member_epoch, m.previous_member_epoch, _STATE_CODES[m.state], m.assigned,
-                                      m.pending_revocation))
+        out[key(records.CONSUMER_CURRENT_ASSIGNMENT, gid, mid)] = records.encode_consumer_member_assignment(
+            records.ConsumerMemberAssignment(m.member_epoch, m.previous_member_epoch, _STATE_CODES[m.state],
+                                             m.assigned, m.pending_revocation))
     return out
 
 
 def _apply(group: ConsumerGroup, kind: int, member_id: str | None, value: bytes) -> None:
-    if kind == records.GROUP_METADATA:
-        group.group_epoch = records.decode_epoch(value)
+    if kind == records.CONSUMER_GROUP_METADATA:
+        group.group_epoch = records.decode_consumer_epoch(value)
         return
-    if kind == records.TARGET_METADATA:
-        group.assignment_epoch = records.decode_epoch(value)
+    if kind == records.CONSUMER_TARGET_METADATA:
+        group.assignment_epoch = records.decode_consumer_epoch(value)
         return
     if member_id is None:
         return
     member = group.members.get(member_id) or group.members.setdefault(member_id, ConsumerMember(member_id))
-    if kind == records.MEMBER_METADATA:
-        meta = records.decode_member_metadata(value)
+    if kind == records.CONSUMER_MEMBER_METADATA:
+        meta = records.decode_consumer_member_metadata(value)
         (member.instance_id, member.rack_id, member.client_id, member.client_host, member.subscribed_topic_names,
          member.subscribed_topic_regex, member.rebalance_timeout_ms, member.server_assignor, member.classic) = (
             meta.instance_id, meta.rack_id, meta.client_id, meta.client_host, meta.subscribed_topic_names,
             meta.subscribed_topic_regex, meta.rebalance_timeout_ms, meta.server_assignor, meta.classic)
-    elif kind == records.TARGET_MEMBER:
-        group.target[member_id] = records.decode_target_member(value)
+    elif kind == records.CONSUMER_TARGET_MEMBER:
+        group.target[member_id] = records.decode_consumer_target_member(value)
     else:
-        current = records.decode_current_assignment(value)
+        current = records.decode_consumer_member_assignment(value)
         member.member_epoch, member.previous_member_epoch = current.member_epoch, current.previous_member_epoch
         member.state = _STATES.get(current.state, MemberState.STABLE)
         member.assigned, member.pending_revocation = current.assigned, current.pending_revocation
@@ -114,7 +116,7 @@ class ConsumerGroupLog:
         latest: dict[bytes, bytes | None] = dict(logged)
         groups: dict[str, ConsumerGroup] = {}
         for key, value in latest.items():
-            decoded = records.decode_key(key)
+            decoded = records.decode_consumer_group_key(key)
             if value is None or decoded is None:
                 continue
             kind, gid, mid = decoded
@@ -123,10 +125,11 @@ class ConsumerGroupLog:
         rebuilt = []
         for gid, group in groups.items():
             written = self.written[gid]
-            if records.encode_key(records.GROUP_METADATA, gid) not in written:
+            if records.encode_consumer_group_key(records.CONSUMER_GROUP_METADATA, gid) not in written:
                 continue
             for mid in [mid for mid in group.members
-                        if records.encode_key(records.MEMBER_METADATA, gid, mid) not in written]:
+                        if records.encode_consumer_group_key(records.CONSUMER_MEMBER_METADATA, gid, mid)
+                        not in written]:
                 del group.members[mid]
             for member in group.members.values():
                 group.claim(member)

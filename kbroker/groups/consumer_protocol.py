@@ -2,16 +2,17 @@
 (topics, owned partitions, rack) and its assignment, by topic name.
 
 The group coordinator reads them when classic members join a consumer group and when a classic
-group is upgraded, and writes assignments for classic members of consumer groups.
+group is upgraded, and writes assignments for classic members of consumer groups. The bytes are
+Kafka's non-flexible types, read and written with protocol/internal_records.py's Reader and Writer.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from kbroker.groups.assignors import Assignment
 from kbroker.groups.consumer_group import TopicMap
+from kbroker.protocol.internal_records import Reader, Writer
 
 
 @dataclass(slots=True)
@@ -22,89 +23,56 @@ class Subscription:
     rack_id: str | None = None
 
 
-class _Buf:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def num(self, fmt: str) -> int:
-        (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return value
-
-    def str(self) -> str | None:
-        size = self.num(">h")
-        if size < 0:
-            return None
-        if self.pos + size > len(self.data):
-            raise ValueError("truncated string")
-        text = self.data[self.pos : self.pos + size].decode()
-        self.pos += size
-        return text
-
-    def skip_bytes(self) -> None:
-        size = self.num(">i")
-        self.pos += max(size, 0)
-
-    def partitions(self) -> dict[str, set[int]]:
-        out: dict[str, set[int]] = {}
-        for _ in range(self.num(">i")):
-            topic = self.str() or ""
-            out.setdefault(topic, set()).update(self.num(">i") for _ in range(self.num(">i")))
-        return out
-
-    @property
-    def left(self) -> int:
-        return len(self.data) - self.pos
+def _partitions(r: Reader) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for _ in range(r.int32()):
+        topic = r.string() or ""
+        out.setdefault(topic, set()).update(r.int32() for _ in range(r.int32()))
+    return out
 
 
 def decode_subscription(data: bytes) -> Subscription:
     """ConsumerProtocolSubscription v0-v3 (later versions read as v3); ValueError if malformed."""
-    try:
-        buf = _Buf(data)
-        version = buf.num(">h")
-        if version < 0:
-            raise ValueError(f"bad version {version}")
-        topics = [buf.str() or "" for _ in range(buf.num(">i"))]
-        buf.skip_bytes()
-        sub = Subscription(version, topics, None)
-        if version >= 1:
-            sub.owned = buf.partitions() if buf.left else {}
-        if version >= 2 and buf.left >= 4:
-            buf.num(">i")  # generation id
-        if version >= 3 and buf.left >= 2:
-            sub.rack_id = buf.str()
-        return sub
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise ValueError(str(exc)) from None
+    r = Reader(data)
+    version = r.int16()
+    if version < 0:
+        raise ValueError(f"bad version {version}")
+    topics = [r.string() or "" for _ in range(r.int32())]
+    r.blob()  # user data
+    sub = Subscription(version, topics, None)
+    if version >= 1:
+        sub.owned = _partitions(r) if r.remaining else {}
+    if version >= 2 and r.remaining >= 4:
+        r.int32()  # generation id
+    if version >= 3 and r.remaining >= 2:
+        sub.rack_id = r.string()
+    return sub
 
 
 def decode_assignment(data: bytes) -> dict[str, set[int]]:
-    """The partitions of a ConsumerProtocolAssignment (empty bytes: none)."""
+    """The partitions of a ConsumerProtocolAssignment (empty bytes: none); ValueError if malformed."""
     if not data:
         return {}
-    try:
-        buf = _Buf(data)
-        buf.num(">h")
-        return buf.partitions()
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise ValueError(str(exc)) from None
+    r = Reader(data)
+    r.int16()
+    return _partitions(r)
 
 
 def encode_assignment(version: int, partitions: dict[str, set[int]]) -> bytes:
     """ConsumerProtocolAssignment (same layout in v0-v3; the version is clamped there), null user data."""
-    out = [struct.pack(">hi", min(max(version, 0), 3), len(partitions))]
+    w = Writer().int16(min(max(version, 0), 3)).int32(len(partitions))
     for topic, ps in sorted(partitions.items()):
-        name = topic.encode()
-        out.append(struct.pack(">h", len(name)) + name + struct.pack(f">i{len(ps)}i", len(ps), *sorted(ps)))
-    out.append(struct.pack(">i", -1))
-    return b"".join(out)
+        w.string(topic).int32(len(ps))
+        for p in sorted(ps):
+            w.int32(p)
+    return bytes(w.int32(-1))
 
 
 def protocol_version(protocols: list[tuple[str, bytes]]) -> int:
     """The ConsumerProtocol version of a classic member's preferred subscription (its
     assignment is answered in that version)."""
     data = protocols[0][1] if protocols else b""
-    return struct.unpack_from(">h", data)[0] if len(data) >= 2 else 0
+    return Reader(data).int16() if len(data) >= 2 else 0
 
 
 def by_name(topics: TopicMap, partitions: dict[str, set[int]]) -> Assignment:

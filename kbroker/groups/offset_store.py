@@ -2,8 +2,9 @@
 
 The one place offsets are written and read: TxnOffsetCommit, OffsetCommit, OffsetFetch,
 OffsetDelete and DeleteGroups go through it. It is also the one writer of that topic, so the
-GroupCoordinator's group metadata records (``group_metadata.py``) are appended here too, and
-replayed here into ``loaded_groups`` when this broker comes to lead a partition. A group's offsets live in partition
+group coordinator's group metadata and consumer group records are appended here too, and
+replayed here into ``loaded_groups`` when this broker comes to lead a partition. The records'
+layouts, Kafka's, are in ``protocol/internal_records.py``. A group's offsets live in partition
 ``abs(javaHashCode(group)) % offsets.topic.num.partitions``, as in Kafka.
 """
 
@@ -11,15 +12,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kbroker.groups.group_metadata import GroupRecord, decode_group_key, decode_group_value, encode_group_key
-from kbroker.groups.group_metadata import encode_group_value as encode_group_record
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.internal_records import (
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_key,
+    decode_group_metadata_value,
+    decode_offset_commit_key,
+    decode_offset_commit_value,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
 from kbroker.protocol.record_builder import build_batch
 from kbroker.protocol.records import TRANSACTIONAL_FLAG, control_record_type, iter_records, read_header
 from kbroker.transactions.transaction_log import partition_for
@@ -32,8 +43,6 @@ log = logging.getLogger(__name__)
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed"}
-_KEY_VERSION = 1  # OffsetCommitKey
-_VALUE_VERSION = 3  # OffsetCommitValue
 
 
 @dataclass(slots=True, frozen=True)
@@ -45,33 +54,23 @@ class OffsetAndMetadata:
 
 
 def encode_key(group: str, topic: str, partition: int) -> bytes:
-    g, t = group.encode(), topic.encode()
-    return struct.pack(">hh", _KEY_VERSION, len(g)) + g + struct.pack(">h", len(t)) + t + struct.pack(">i", partition)
+    return encode_offset_commit_key(OffsetCommitKey(group, topic, partition))
 
 
 def encode_value(o: OffsetAndMetadata) -> bytes:
-    m = o.metadata.encode()
-    return struct.pack(">hqih", _VALUE_VERSION, o.offset, o.leader_epoch, len(m)) + m + struct.pack(
-        ">q", o.commit_timestamp)
+    return encode_offset_commit_value(OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp))
 
 
 def decode(key: bytes, value: bytes | None) -> tuple[str, str, int, OffsetAndMetadata | None] | None:
-    (version,) = struct.unpack_from(">h", key, 0)
-    if version not in (0, 1):
-        return None  # a group metadata record (version 2): not an offset
-    pos = 2
-    (glen,) = struct.unpack_from(">h", key, pos)
-    group = key[pos + 2 : pos + 2 + glen].decode()
-    pos += 2 + glen
-    (tlen,) = struct.unpack_from(">h", key, pos)
-    topic = key[pos + 2 : pos + 2 + tlen].decode()
-    (partition,) = struct.unpack_from(">i", key, pos + 2 + tlen)
+    """(group, topic, partition, offset or None for a tombstone) of an offset commit record;
+    None for the other record types of the topic."""
+    k = decode_offset_commit_key(key)
+    if k is None:
+        return None
     if value is None:
-        return group, topic, partition, None
-    _v, offset, epoch, mlen = struct.unpack_from(">hqih", value, 0)
-    metadata = value[16 : 16 + max(mlen, 0)].decode()
-    (ts,) = struct.unpack_from(">q", value, 16 + max(mlen, 0))
-    return group, topic, partition, OffsetAndMetadata(offset, epoch, metadata, ts)
+        return k.group, k.topic, k.partition, None
+    v = decode_offset_commit_value(value)
+    return k.group, k.topic, k.partition, OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
 
 
 Offsets = dict[tuple[str, int], OffsetAndMetadata]
@@ -94,7 +93,7 @@ class OffsetStore:
         self.committed: dict[str, Offsets] = {}
         self.pending: dict[int, dict[str, Offsets]] = {}
         # Group metadata as last written (None: deleted), filled by load() for the coordinator.
-        self.loaded_groups: dict[str, GroupRecord | None] = {}
+        self.loaded_groups: dict[str, GroupMetadataValue | None] = {}
         # Other record types (KIP-848 consumer groups, key types 3-8), in log order, for the
         # ConsumerGroupCoordinator's load() (the broker clears it afterwards).
         self.consumer_group_records: list[tuple[bytes, bytes | None]] = []
@@ -160,14 +159,14 @@ class OffsetStore:
                 del groups[group]
 
     def _load_group_record(self, key: bytes, value: bytes | None) -> None:
-        group = decode_group_key(key)
+        group = decode_group_metadata_key(key)
         if group is None:
             self.consumer_group_records.append((key, value))
             return
         if value is None:
             self.loaded_groups[group] = None
             return
-        record = decode_group_value(value)
+        record = decode_group_metadata_value(value)
         if record is not None:
             self.loaded_groups[group] = record
 
@@ -225,14 +224,14 @@ class OffsetStore:
         """Whether an open transaction holds offsets for ``group`` (for ``tp``, if given)."""
         return any(group in groups and (tp is None or tp in groups[group]) for groups in self.pending.values())
 
-    def store_group(self, group: str, record: GroupRecord) -> None:
+    def store_group(self, group: str, record: GroupMetadataValue) -> None:
         """Write the group's metadata (GroupMetadataKey v2 / GroupMetadataValue v3)."""
-        self.write_records(group, [(encode_group_key(group), encode_group_record(record))])
+        self.write_records(group, [(encode_group_metadata_key(group), encode_group_metadata_value(record))])
 
     def delete_group_metadata(self, group: str) -> None:
         """A tombstone for the classic group's metadata only (its offsets stay): the group
         became a consumer group."""
-        self.write_records(group, [(encode_group_key(group), None)])
+        self.write_records(group, [(encode_group_metadata_key(group), None)])
 
     def delete_offsets(self, group: str, tps: list[tuple[str, int]]) -> None:
         """Tombstones for these offsets (OffsetDelete, expiry); written, then forgotten."""
@@ -263,7 +262,7 @@ class OffsetStore:
         """Tombstones for every offset of the group and for its metadata (DeleteGroups)."""
         records: list[tuple[bytes, bytes | None]] = [
             (encode_key(group, t, p), None) for t, p in self.committed.get(group, {})]
-        records.append((encode_group_key(group), None))
+        records.append((encode_group_metadata_key(group), None))
         self.write_records(group, records)
         self.committed.pop(group, None)
 

@@ -22,7 +22,7 @@ import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 from kbroker.config.kafka_config import KafkaConfig
-from kbroker.groups import consumer_group_records, consumer_protocol
+from kbroker.groups import consumer_protocol
 from kbroker.groups.classic_group import GroupState
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
 from kbroker.groups.consumer_group import GroupState as ConsumerState
@@ -126,10 +126,6 @@ def test_consumer_protocol_codec() -> None:
     assert consumer_protocol.decode_assignment(encoded) == {"t": {0, 1}, "u": {2}}
     with pytest.raises(ValueError):
         consumer_protocol.decode_subscription(b"\x00")
-    meta = consumer_group_records.MemberMetadata(None, None, "c", "h", ["t"], None, 5000, None,
-                                                 (6000, [("range", b"\x00\x01"), ("roundrobin", b"")]))
-    decoded = consumer_group_records.decode_member_metadata(consumer_group_records.encode_member_metadata(meta))
-    assert decoded == meta
 
 
 def test_upgrade_rejoin_and_disjoint_assignments() -> None:

@@ -1,48 +1,33 @@
-"""Group metadata records in Kafka's layout (GroupMetadataKey v2 / GroupMetadataValue v3), and
-ClassicGroup's rules: protocol selection across members and the topics members subscribe to."""
+"""Group metadata records next to offsets in ``__consumer_offsets`` (their layout is tested in
+tests/protocol/test_internal_records.py), and ClassicGroup's rules: protocol selection across
+members and the topics members subscribe to."""
 
 from __future__ import annotations
 
 import struct
 
+from kbroker.protocol.internal_records import decode_group_metadata_key, encode_group_metadata_key
+
 from kbroker.groups.classic_group import ClassicGroup, Member
-from kbroker.groups.group_metadata import (
-    GroupRecord,
-    MemberRecord,
-    decode_group_key,
-    decode_group_value,
-    encode_group_key,
-    encode_group_value,
-)
 from kbroker.groups.offset_store import decode, encode_key
 
 
-def test_key_is_kafkas_group_metadata_key_v2_and_not_an_offset_key() -> None:
-    key = encode_group_key("my-group")
+def test_group_metadata_key_is_not_an_offset_key() -> None:
+    key = encode_group_metadata_key("my-group")
     assert key == b"\x00\x02\x00\x08my-group"
-    assert decode_group_key(key) == "my-group"
     assert decode(key, None) is None  # the offsets decoder leaves group records alone
-    assert decode_group_key(encode_key("my-group", "t", 0)) is None
+    assert decode_group_metadata_key(encode_key("my-group", "t", 0)) is None
 
 
-def test_value_v3_round_trips_and_matches_kafkas_field_order() -> None:
-    record = GroupRecord("consumer", 7, "range", "m-1", 1_700_000_000_000, [
-        MemberRecord("m-1", "static-1", "client", "/127.0.0.1", 30000, 6000, b"sub", b"assign"),
-        MemberRecord("m-2", None, "client", "/127.0.0.2", 30000, 6000, b"", b""),
-    ])
-    value = encode_group_value(record)
-    assert value[:2] == b"\x00\x03"
-    assert value[2:14] == b"\x00\x08consumer" + struct.pack(">i", 7)[:2]  # protocol type, then generation
-    assert decode_group_value(value) == record
-
-
-def test_value_v0_is_read_with_the_session_timeout_as_rebalance_timeout() -> None:
-    v0 = (struct.pack(">h", 0) + b"\x00\x08consumer" + struct.pack(">i", 3) + b"\x00\x05range" + b"\x00\x01m"
-          + struct.pack(">i", 1) + b"\x00\x01m" + b"\x00\x01c" + b"\x00\x01h" + struct.pack(">i", 10000)
-          + struct.pack(">i", 2) + b"ab" + struct.pack(">i", 1) + b"x")
-    record = decode_group_value(v0)
-    assert record is not None and record.current_state_timestamp == -1
-    assert record.members == [MemberRecord("m", None, "c", "h", 10000, 10000, b"ab", b"x")]
+def test_a_stored_group_record_keeps_what_the_classic_group_has() -> None:
+    group = ClassicGroup("g", 5)
+    group.protocol_type, group.protocol_name, group.generation_id, group.leader_id = "consumer", "range", 7, "a"
+    group.members = {"a": _member("a", ("range", b"sub"))}
+    group.members["a"].assignment = b"assign"
+    record = group.to_record()
+    assert (record.protocol_type, record.generation, record.protocol, record.leader, record.current_state_timestamp) \
+        == ("consumer", 7, "range", "a", 5)
+    assert [(m.member_id, m.subscription, m.assignment) for m in record.members] == [("a", b"sub", b"assign")]
 
 
 def _member(member_id: str, *protocols: tuple[str, bytes]) -> Member:
