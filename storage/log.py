@@ -1,33 +1,14 @@
-"""PartitionLog: one partition's ordered list of LogSegments and everything done to it.
+"""One partition's log: its segments in order and every change to them — append (leader,
+follower, transaction markers), roll and flush, truncation, DeleteRecords and retention.
 
-Directory ``<log.dir>/<topic>-<partition>/`` holds the segments, ``leader-epoch-checkpoint``
-and ``partition.metadata`` (topic id). Invariants: segments are sorted by base offset and
-contiguous; only the last (active) segment is appended to; ``log_start_offset`` lies within
-[first segment base, log_end_offset]; the recovery point is <= log_end_offset and everything
-below it has been fsynced. Appends validate each batch header and CRC, assign offsets by
-patching the batch bytes and write them with one ``os.write``; records are not parsed
-except where Kafka requires it (keys of compacted topics).
-
-Storage faults: every write either lands whole or is undone before the append raises (the
-segment cuts a failed write back; checkpoints and snapshots are replaced atomically), so a full
-disk or an I/O error loses nothing that was acknowledged and later appends never go after a
-torn tail; ``LogDirHealth`` hears of each failure and of the first success after them. What
-cannot be undone — an fsync that failed (the kernel may have dropped the pages), a transaction
-index entry missing for a marker already written — takes this log offline (``offline``):
-appends are refused with KAFKA_STORAGE_ERROR until a restart recovers it; reads go on.
-
-Producer state (``ProducerStateManager``) is checked from batch headers before a write and
-updated after it: a retried idempotent batch is answered with its original offsets and not
-written again. It is snapshotted (``<offset>.snapshot``) at every roll and at close; ``load``
-rebuilds it from the newest snapshot plus a header replay to the log end. Transaction markers
-(control batches) are written by ``append_end_txn_marker`` on a leader, or arrive from the
-leader in ``append_as_follower``; an aborted transaction is recorded in the ``.txnindex`` of
-the segment holding its marker.
+Beside it: loading at start-up (``log_loader``), the checks of batches before a write and the
+leader's offset numbering (``log_validator``), lookups across the segments for reads
+(``log_reads``), the retention rule (``log_retention``); the file formats are the segment's
+and its indexes'. ``PartitionLog`` below states the invariants.
 """
 
 from __future__ import annotations
 
-import bisect
 import errno
 import logging
 import os
@@ -36,25 +17,23 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kbroker.protocol.errors import ErrorCode, InvalidRecordError, KafkaError
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_builder import build_end_txn_marker
 from kbroker.protocol.records import (
-    HEADER_SIZE,
-    BatchHeader,
     control_record_type,
-    iter_records,
     patch_base_offset,
     patch_leader_epoch,
-    read_header,
-    set_log_append_time,
     split_batches,
 )
 
 from .file_io import fsync_file, make_dirs, replace_atomically
 from .leader_epoch_cache import LeaderEpochCache
-from .log_cleaner_recovery import complete_interrupted_cleaning
 from .log_config import LogConfig
 from .log_dir_health import LogDirHealth
+from .log_loader import index_aborted, load_segments, rebuild_producer_state
+from .log_reads import aborted_txns, batches_from, locate, max_timestamp_offset, offset_for_timestamp
+from .log_retention import retention_cutoff
+from .log_validator import assign_offsets, follower_batches, validate_batches
 from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from .segment import AppendedBatch, LogSegment, SegmentFileCache
 from .transaction_index import AbortedTxn
@@ -87,6 +66,38 @@ class FetchSlice:
 
 
 class PartitionLog:
+    """One partition's log, as Kafka's UnifiedLog over its LocalLog.
+
+    On disk, ``<log.dir>/<topic>-<partition>/`` holds the segments (``<base offset>.log`` with
+    its ``.index``, ``.timeindex`` and ``.txnindex``, the base offset zero-padded to 20 digits),
+    ``leader-epoch-checkpoint``, producer snapshots (``<offset>.snapshot``) and
+    ``partition.metadata`` (topic id).
+
+    Invariants: segments are sorted by base offset and contiguous (``base_offsets`` mirrors
+    them); only the last (active) segment is appended to; ``log_start_offset`` lies within
+    [first segment base, log_end_offset]; the recovery point is <= log_end_offset and everything
+    below it has been fsynced. Appends validate each batch header and CRC, assign offsets by
+    patching the batch bytes and write them with one ``os.write``; records are not parsed
+    except where Kafka requires it (keys of compacted topics).
+
+    Storage faults: every write either lands whole or is undone before the append raises (the
+    segment cuts a failed write back; checkpoints and snapshots are replaced atomically), so a
+    full disk or an I/O error loses nothing that was acknowledged and later appends never go
+    after a torn tail; ``LogDirHealth`` hears of each failure and of the first success after
+    them. What cannot be undone — an fsync that failed (the kernel may have dropped the pages),
+    a transaction index entry missing for a marker already written — takes this log offline
+    (``offline``): appends are refused with KAFKA_STORAGE_ERROR until a restart recovers it;
+    reads go on.
+
+    Producer state (``ProducerStateManager``) is checked from batch headers before a write and
+    updated after it: a retried idempotent batch is answered with its original offsets and not
+    written again. It is snapshotted at every roll and at close; ``load`` rebuilds it from the
+    newest snapshot plus a header replay to the log end. Transaction markers (control batches)
+    are written by ``append_end_txn_marker`` on a leader, or arrive from the leader in
+    ``append_as_follower``; an aborted transaction is recorded in the ``.txnindex`` of the
+    segment holding its marker.
+    """
+
     def __init__(
         self,
         directory: str,
@@ -139,47 +150,15 @@ class PartitionLog:
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment(self.directory, base_offset, self.config.index_interval_bytes, self.files, create=True)
 
-    def _existing_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment(self.directory, base_offset, self.config.index_interval_bytes, self.files)
-
     def load(self, clean_shutdown: bool) -> None:
-        """Open every segment; recover (CRC scan, index rebuild) those past the recovery point.
-
-        After an unclean shutdown every segment at or after the recovery point is scanned and
-        a torn tail is truncated; what was cut is logged.
-        """
-        complete_interrupted_cleaning(self.directory, self.config.index_interval_bytes)
-        bases = sorted(
-            int(name[:-4]) for name in os.listdir(self.directory) if name.endswith(".log")
-        )
-        if not bases:
-            self._add_segment(self._new_segment(self.log_start_offset))
-        started = time.monotonic()
-        for i, base in enumerate(bases):
-            segment = self._existing_segment(base)
-            next_base = bases[i + 1] if i + 1 < len(bases) else None
-            must_recover = not clean_shutdown and (next_base is None or next_base > self.recovery_point)
-            if must_recover or not segment.load_without_recovery():
-                # Epochs of recovered batches: the epoch cache is durable only up to the
-                # recovery point.
-                truncated = segment.recover(self.leader_epoch_cache.restore)
-                if truncated:
-                    log.warning(
-                        "recovery: %s-%d segment %d: truncated %d bytes of torn or corrupt tail "
-                        "(log end offset now %d)",
-                        self.topic, self.partition, base, truncated, segment.next_offset,
-                    )
-                    # Anything after a corrupt point is unreachable: drop later segments.
-                    for later in bases[i + 1 :]:
-                        self._existing_segment(later).delete()
-                    self._add_segment(segment)
-                    break
-                if next_base is not None:
-                    self._persist_recovered_indexes(segment)
-            segment.close_file()  # reopened when read: a partition nobody uses holds no descriptor
+        """Open every segment; recover (CRC scan, index rebuild) those past the recovery point
+        (``log_loader``); then clamp the offsets and epochs to what was found and rebuild the
+        producer state. What recovery cut is logged."""
+        for segment in load_segments(
+            self.directory, self._label, self.config.index_interval_bytes, self.files, self.leader_epoch_cache,
+            clean_shutdown=clean_shutdown, recovery_point=self.recovery_point, log_start_offset=self.log_start_offset,
+        ):
             self._add_segment(segment)
-            if time.monotonic() - started > 1.0 and i + 1 < len(bases):
-                log.info("recovery: %s-%d loaded %d/%d segments", self.topic, self.partition, i + 1, len(bases))
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
@@ -188,50 +167,13 @@ class PartitionLog:
         self._rebuild_producer_state()
         self.active_segment.close_file()
 
-    def _persist_recovered_indexes(self, segment: LogSegment) -> None:
-        """A recovered inactive segment keeps its rebuilt indexes (else every start rebuilds them)."""
-        try:
-            segment.persist_indexes()
-        except OSError as exc:
-            log.warning("recovery: indexes of %s not written (%s): rebuilt again at the next start",
-                        segment.log_path, exc)
-
     def _rebuild_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, then replay batch headers after it."""
-        state = self.producer_state
-        start = state.load_latest_snapshot(self.log_end_offset)
-        if start is None:
-            start = self.segments[0].base_offset
-            state.reset(start)
-        replayed = 0
-        if start < self.log_end_offset:
-            i = max(bisect.bisect_right(self.base_offsets, start) - 1, 0)
-            for segment in self.segments[i:]:
-                first = segment.find_batch(start) if segment.base_offset <= start else None
-                position = first.position if first is not None else 0
-                for batch in segment.scan(position):
-                    if batch.last_offset < start:
-                        continue
-                    header = read_header(segment.read_bytes(batch.position, HEADER_SIZE))
-                    control = None
-                    if header.is_control and header.producer_id >= 0:
-                        control = control_record_type(segment.read_bytes(batch.position, batch.size))
-                    completed = state.replay_batch(header, control)
-                    if completed is not None and completed.is_aborted:
-                        self._index_aborted(segment, completed)
-                    replayed += 1
-        state.map_end_offset = self.log_end_offset
-        if replayed:
-            log.info(
-                "producer state of %s-%d rebuilt from offset %d: %d batch headers replayed, %d producers",
-                self.topic, self.partition, start, replayed, len(state.producers),
-            )
+        rebuild_producer_state(self.producer_state, self.segments, self.base_offsets, self.log_end_offset,
+                               self._label)
 
-    def _index_aborted(self, segment: LogSegment, completed: CompletedTxn) -> None:
-        segment.txn_index.append(AbortedTxn(
-            completed.producer_id, completed.first_offset, completed.last_offset,
-            self.producer_state.last_stable_offset_after(completed),
-        ))
+    @property
+    def _label(self) -> str:
+        return f"{self.topic}-{self.partition}"
 
     def _add_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
@@ -296,8 +238,8 @@ class PartitionLog:
         sequence numbers: only the producer epoch is checked, as Kafka's COORDINATOR origin).
         """
         batches = split_batches(records)
-        self._validate(records, batches, now_ms)
-        offset = self.log_end_offset
+        validate_batches(records, batches, self.config, now_ms, self._label)
+        first = self.log_end_offset
         producer_info: ProducerAppendInfo | None = None
         if any(header.producer_id >= 0 for _pos, header in batches):
             for _pos, header in [] if from_coordinator else batches:
@@ -306,28 +248,19 @@ class PartitionLog:
                     # A retry of a batch already written: Kafka answers with its original offsets.
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset)
             assigned = []
+            offset = first
             for _pos, header in batches:
                 assigned.append((header, offset))
                 offset += header.record_count
             producer_info = self.producer_state.prepare_append(assigned, check_sequence=not from_coordinator)
-            offset = self.log_end_offset
-        appended: list[AppendedBatch] = []
-        append_time = now_ms if self.config.log_append_time else -1
-        for pos, header in batches:
-            patch_base_offset(records, pos, offset)
-            patch_leader_epoch(records, pos, leader_epoch)
-            if self.config.log_append_time:
-                set_log_append_time(records, pos, header.size, now_ms)
-            max_ts = now_ms if self.config.log_append_time else header.max_timestamp
-            appended.append(AppendedBatch(pos, offset + header.last_offset_delta, max_ts))
-            offset += header.record_count
-        first = self.log_end_offset
+        appended = assign_offsets(records, batches, first, leader_epoch, now_ms, self.config.log_append_time)
+        end = first + sum(header.record_count for _pos, header in batches)
         self._assign_epoch(leader_epoch, first)
-        self._append(records, appended, first, offset - 1, now_ms)
+        self._append(records, appended, first, end - 1, now_ms)
         if producer_info is not None:
-            self.producer_state.complete_append(producer_info, offset)
-        self._after_append(first, offset, now_ms)
-        return AppendInfo(first, offset - 1, append_time, self.log_start_offset)
+            self.producer_state.complete_append(producer_info, end)
+        self._after_append(first, end, now_ms)
+        return AppendInfo(first, end - 1, now_ms if self.config.log_append_time else -1, self.log_start_offset)
 
     def append_as_follower(self, records: memoryview, now_ms: int) -> AppendInfo:
         """Append batches the leader already assigned offsets and leader epochs to.
@@ -340,17 +273,8 @@ class PartitionLog:
         """
         batches = split_batches(records)
         first = self.log_end_offset
-        offset = first
-        appended: list[AppendedBatch] = []
-        for pos, header in batches:
-            if header.base_offset != offset:
-                raise KafkaError(
-                    ErrorCode.unknown_server_error,
-                    f"follower append to {self.topic}-{self.partition}: batch at offset {header.base_offset}, "
-                    f"expected {offset} (log end offset {first})",
-                )
-            appended.append(AppendedBatch(pos, header.last_offset, header.max_timestamp))
-            offset = header.last_offset + 1
+        appended = follower_batches(batches, first, self._label)
+        offset = appended[-1].last_offset + 1 if appended else first
         for _pos, header in batches:
             # Before the write, as the leader does, so a crash never leaves records whose
             # epoch the cache does not know.
@@ -378,7 +302,7 @@ class PartitionLog:
         would see the aborted records, so a failure here takes the log offline (the restart's
         replay writes the entry)."""
         try:
-            self._index_aborted(segment, completed)
+            index_aborted(segment, completed, self.producer_state)
         except OSError as exc:
             self._take_offline(f"transaction index entry for the abort at offset {completed.last_offset}", exc)
             raise
@@ -425,49 +349,10 @@ class PartitionLog:
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound), from the TransactionIndex."""
-        i = max(bisect.bisect_right(self.base_offsets, fetch_offset) - 1, 0)
-        out: list[AbortedTxn] = []
-        for segment in self.segments[i:]:
-            if segment.base_offset >= upper_bound and out:
-                break
-            out.extend(segment.txn_index.collect(fetch_offset, upper_bound))
-        return out
-
-    def _validate(self, records: memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
-        config = self.config
-        for index, (pos, header) in enumerate(batches):
-            if header.size > config.max_message_bytes:
-                raise KafkaError(
-                    ErrorCode.message_too_large,
-                    f"batch of {header.size} bytes exceeds max.message.bytes "
-                    f"{config.max_message_bytes}",
-                )
-            if header.is_control:
-                raise KafkaError(ErrorCode.invalid_record, "clients may not produce control batches")
-            if not config.log_append_time:
-                if header.max_timestamp > now_ms + config.timestamp_after_max_ms or (
-                    header.base_timestamp >= 0
-                    and header.base_timestamp < now_ms - config.timestamp_before_max_ms
-                ):
-                    raise InvalidRecordError(
-                        ErrorCode.invalid_timestamp,
-                        "record timestamp is out of the range allowed by "
-                        "message.timestamp.before.max.ms / message.timestamp.after.max.ms",
-                        [(index, None)],
-                    )
-            if config.compact:
-                whole = records[pos : pos + header.size]
-                for i, record in enumerate(iter_records(whole)):
-                    if record.key is None:
-                        raise InvalidRecordError(
-                            ErrorCode.invalid_record,
-                            "Compacted topic cannot accept message without key in topic "
-                            f"partition {self.topic}-{self.partition}.",
-                            [(i, None)],
-                        )
+        return aborted_txns(self.segments, self.base_offsets, fetch_offset, upper_bound)
 
     def _append(self, payload: memoryview, batches: list[AppendedBatch], first: int, last: int, now_ms: int) -> None:
-        """Roll if due, then write; all or nothing (see the module docstring)."""
+        """Roll if due, then write; all or nothing (see the class docstring)."""
         self._check_writable()
         active = self.active_segment
         try:
@@ -558,55 +443,23 @@ class PartitionLog:
                 ErrorCode.offset_out_of_range,
                 f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
             )
-        if offset >= max_offset:
-            return None
-        i = bisect.bisect_right(self.base_offsets, offset) - 1
-        while i < len(self.segments):
-            segment = self.segments[i]
-            batch = segment.find_batch(offset)
-            if batch is not None:
-                end = segment.size if max_offset >= segment.next_offset else segment.position_of(max_offset)
-                available = end - batch.position
-                if available <= 0:
-                    return None
-                length = min(max_bytes, available)
-                if min_one_batch:
-                    length = max(length, min(batch.size, available))
-                if length <= 0:
-                    return None
-                return FetchSlice(segment, batch.position, length)
-            i += 1
-        return None
+        found = locate(self.segments, self.base_offsets, offset, max_bytes, max_offset, min_one_batch)
+        return None if found is None else FetchSlice(*found)
 
     def iter_batches(self) -> Iterator[bytes]:
         """Every whole batch from the log start, oldest first (loading internal topics)."""
-        for segment in list(self.segments):
-            for batch in segment.scan(0):
-                if batch.last_offset >= self.log_start_offset:
-                    yield segment.read_bytes(batch.position, batch.size)
+        return batches_from(self.segments, self.log_start_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``timestamp`` and at or after the
         log start offset, if any. As in Kafka, the search is in the first segment whose largest
         timestamp reaches ``timestamp``, and the answer is that record's own offset and
         timestamp (records below the log start offset, deleted by DeleteRecords, are skipped)."""
-        for segment in self.segments:
-            if segment.max_timestamp >= timestamp:
-                return segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-        return None
+        return offset_for_timestamp(self.segments, timestamp, self.log_start_offset)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
-        best = max(self.segments, key=lambda s: s.max_timestamp)
-        if best.max_timestamp < 0:
-            return None
-        batch = best.find_batch(best.offset_of_max_timestamp)
-        if batch is None:
-            return None
-        for record in iter_records(best.read_bytes(batch.position, batch.size)):
-            if record.timestamp == best.max_timestamp:
-                return record.offset, record.timestamp
-        return batch.last_offset, best.max_timestamp
+        return max_timestamp_offset(self.segments)
 
     # --- truncation, deletion, retention --------------------------------------------------
 
@@ -675,26 +528,7 @@ class PartitionLog:
         """Delete segments past retention.ms / retention.bytes; returns how many."""
         if not self.config.delete:
             return 0
-        cutoff = 0
-        # A segment ends where the next begins: after compaction its own next_offset may be lower.
-        ends = [self.segments[i + 1].base_offset for i in range(len(self.segments) - 1)]
-        ends.append(self.log_end_offset)
-        candidates = [
-            (s, end) for s, end in zip(self.segments, ends, strict=True)
-            if s.next_offset <= high_watermark and not s.is_empty
-        ]
-        if self.config.retention_ms >= 0:
-            for segment, end in candidates:
-                if now_ms - segment.largest_timestamp() <= self.config.retention_ms:
-                    break
-                cutoff = end
-        if self.config.retention_bytes >= 0:
-            excess = self.size_in_bytes - self.config.retention_bytes
-            for segment, end in candidates:
-                if excess < segment.size:
-                    break
-                excess -= segment.size
-                cutoff = max(cutoff, end)
+        cutoff = retention_cutoff(self.segments, self.log_end_offset, high_watermark, self.config, now_ms)
         if cutoff <= self.log_start_offset and cutoff <= self.segments[0].base_offset:
             return 0
         deleted = self._delete_segments_below(cutoff)
