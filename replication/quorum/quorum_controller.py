@@ -3,36 +3,29 @@
 Every decision — a broker registering or being fenced, a topic created, a partition's leader
 or ISR changed — becomes records appended to the metadata log and is then applied to the
 controller's MetadataImage; brokers replay the same log (``MetadataImage``), so they see the
-same decisions in the same order. Nothing is applied before it is in the log.
-
-Leader election (Kafka 4's rules): a new leader is the first live replica, in replica order,
-that is in the ISR; failing that (KIP-966) a live Eligible Leader Replica — a replica that left
-an ISR already under ``min.insync.replicas``, so it holds every committed record — or, with the
-ISR and ELR both empty, the last known leader; failing that, if
-``unclean.leader.election.enable`` is true for the topic, any live replica (its ISR becomes just
-itself); otherwise the partition has no leader (-1) until one of them returns. With ELR the ISR
-may become empty. A broker that re-registers after an unclean shutdown (its previous broker
-epoch is not the one it had) loses its ELR claims.
-Brokers are fenced when their heartbeats stop for ``broker.session.timeout.ms`` or when they
-finish a controlled shutdown; a fenced broker leads nothing.
-The metadata log is replicated by the controller quorum (replication/quorum/raft.py, driven over the
-network by kbroker/cluster/quorum_driver.py); only the quorum's leader runs these decisions.
+same decisions in the same order. Nothing is applied before it is in the log. The rules the
+decisions follow live beside it: leader election and ISR changes in ``elections``, what a
+broker's fencing or return does to partitions in ``broker_fencing``, replica placement and a
+new topic's records in ``topic_placement``, reassignments in ``partition_reassignment``.
+The metadata log is replicated by the controller quorum (replication/quorum/raft.py, driven over
+the network by kbroker/cluster/quorum_driver.py); only the quorum's leader runs these decisions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.log import PartitionLog
 
 from . import partition_reassignment as reassignment
+from .broker_fencing import drop_from_elr, elections_after_unfence, fence_records
+from .elections import PREFERRED_ELECTION, TopicConfigs, altered_isr, elect_on_request
 from .metadata_image import (
     TOPIC_RESOURCE,
     MetadataImage,
@@ -42,14 +35,13 @@ from .metadata_image import (
     encode_record,
     partition_record,
 )
-from .partition_registration import NO_LEADER, PartitionRegistration
+from .partition_registration import PartitionRegistration
+from .topic_placement import partition_records, place, topic_records
 from .topic_rules import check_replica_lists, colliding_topic
 
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK_SIZE = 1000
-PREFERRED_ELECTION = 0
-UNCLEAN_ELECTION = 1
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,7 +57,14 @@ class ControllerSettings:
 class QuorumController:
     """Active only on the quorum's Raft leader (``activate``); decisions are proposed to Raft,
     applied to the image at once (the leader's log is authoritative), and answered to brokers
-    once committed (the controller node waits for the high watermark)."""
+    once committed (the controller node waits for the high watermark).
+
+    Invariants: ``image`` is the metadata log replayed to its end (rebuilt from the whole log
+    at ``activate``, then advanced only by ``_commit``, which applies records after Raft took
+    them); while inactive every decision raises NOT_CONTROLLER. Broker sessions
+    (``_last_heartbeat_ms``) are this controller's own: a newly active controller gives every
+    registered broker a full session.
+    """
 
     def __init__(self, metadata_log: PartitionLog, settings: ControllerSettings,
                  propose: Callable[[list[bytes]], int | None]) -> None:
@@ -164,9 +163,9 @@ class QuorumController:
             )
         records: list[MetadataRecord] = []
         if current is not None and not current.fenced:
-            records += self._fence_records(broker_id)
+            records += fence_records(self.image, self._configs, broker_id)
         if current is not None and previous_broker_epoch != current.broker_epoch:
-            records += self._drop_from_elr(broker_id)
+            records += drop_from_elr(self.image, broker_id)
         records.append({
             "type": "RegisterBrokerRecord", "broker_id": broker_id, "incarnation_id": incarnation_id,
             "host": host, "port": port, "rack": rack,
@@ -189,12 +188,12 @@ class QuorumController:
         if want_shutdown:
             # Controlled shutdown: move leadership away first, then fence.
             if not broker.fenced:
-                self._commit(self._fence_records(broker_id), now_ms)
+                self._commit(fence_records(self.image, self._configs, broker_id), now_ms)
                 log.info("broker %d finished a controlled shutdown", broker_id)
             return caught_up, True, True
         if broker.fenced and not want_fence and caught_up:
             self._commit([{"type": "UnfenceBrokerRecord", "broker_id": broker_id, "epoch": broker_epoch},
-                          *self._elections_after_unfence(broker_id)], now_ms)
+                          *elections_after_unfence(self.image, self._configs, broker_id)], now_ms)
             log.info("broker %d unfenced", broker_id)
         return caught_up, self.image.brokers[broker_id].fenced, False
 
@@ -203,91 +202,7 @@ class QuorumController:
             last = self._last_heartbeat_ms.get(broker.broker_id, 0)
             if not broker.fenced and now_ms - last >= self.settings.session_timeout_ms:
                 log.warning("broker %d fenced: no heartbeat for %d ms", broker.broker_id, now_ms - last)
-                self._commit(self._fence_records(broker.broker_id), now_ms)
-
-    def _fence_records(self, broker_id: int) -> list[MetadataRecord]:
-        """Fence the broker and take it out of every ISR and leadership."""
-        records: list[MetadataRecord] = []
-        # Apply the fence to a scratch copy of the liveness view so elections skip this broker.
-        live = {b.broker_id for b in self.image.live_brokers()} - {broker_id}
-        for topic in self.image.topics.values():
-            for index, reg in topic.partitions.items():
-                if broker_id not in reg.replicas:
-                    continue
-                changed = self._without_replica(topic, index, reg, broker_id, live)
-                if changed != reg:
-                    records.append(partition_record(topic.topic_id, index, changed))
-        records.append({"type": "FenceBrokerRecord", "broker_id": broker_id,
-                        "epoch": self.image.brokers[broker_id].broker_epoch})
-        return records
-
-    def _drop_from_elr(self, broker_id: int) -> list[MetadataRecord]:
-        records: list[MetadataRecord] = []
-        for topic in self.image.topics.values():
-            for index, reg in topic.partitions.items():
-                if broker_id in reg.elr:
-                    log.info("%s-%d: broker %d leaves the ELR (unclean shutdown)", topic.name, index, broker_id)
-                    records.append(partition_record(topic.topic_id, index, replace(
-                        reg, elr=tuple(r for r in reg.elr if r != broker_id), partition_epoch=reg.partition_epoch + 1)))
-        return records
-
-    def _without_replica(self, topic: TopicImage, index: int, reg: PartitionRegistration, broker_id: int,
-                         live: set[int]) -> PartitionRegistration:
-        isr = tuple(r for r in reg.isr if r != broker_id)
-        elr, last_known = reg.elr, reg.last_known_elr
-        if broker_id in reg.isr:
-            if self._elr_enabled():
-                # KIP-966: leaving an ISR already under min ISR keeps the claim (the high watermark
-                # could not move without it); the last member out is the last known leader.
-                if len(isr) < self._min_isr(topic):
-                    elr = tuple(dict.fromkeys((*elr, broker_id)))
-                if not isr:
-                    last_known = (broker_id,)
-            elif not isr:
-                isr = reg.isr  # without ELR, KRaft keeps the last member in the ISR
-        changed = replace(reg, isr=isr, elr=elr, last_known_elr=last_known)
-        if reg.leader == broker_id or reg.leader == NO_LEADER:
-            changed = self._elect(topic, index, changed, live)
-        if changed != reg:
-            changed = replace(changed, partition_epoch=reg.partition_epoch + 1)
-        return changed
-
-    def _elections_after_unfence(self, broker_id: int) -> list[MetadataRecord]:
-        records: list[MetadataRecord] = []
-        live = {b.broker_id for b in self.image.live_brokers()} | {broker_id}
-        for topic in self.image.topics.values():
-            for index, reg in topic.partitions.items():
-                if reg.leader == NO_LEADER and broker_id in reg.replicas:
-                    elected = self._elect(topic, index, reg, live)
-                    if elected.leader != NO_LEADER:
-                        records.append(partition_record(
-                            topic.topic_id, index, replace(elected, partition_epoch=reg.partition_epoch + 1)))
-        return records
-
-    def _elect(self, topic: TopicImage, index: int, reg: PartitionRegistration,
-               live: set[int]) -> PartitionRegistration:
-        """Choose a leader for ``reg`` among live brokers; bumps the leader epoch if it changes."""
-        leader = next((r for r in reg.replicas if r in reg.isr and r in live), NO_LEADER)
-        isr, elr, last_known = reg.isr, reg.elr, reg.last_known_elr
-        if leader == NO_LEADER:
-            # KIP-966: an eligible leader replica holds every committed record; with none left, the
-            # last known leader (the last ISR member) is the one that can have them all.
-            candidates = reg.elr if reg.elr or reg.isr else reg.last_known_elr
-            leader = next((r for r in reg.replicas if r in candidates and r in live), NO_LEADER)
-            if leader != NO_LEADER:
-                isr, elr, last_known = (leader,), tuple(r for r in reg.elr if r != leader), ()
-                log.info("%s-%d: leader %d elected from the %s", topic.name, index, leader,
-                         "ELR" if candidates is reg.elr else "last known ELR")
-        if leader == NO_LEADER and self._unclean_allowed(topic):
-            leader = next((r for r in reg.replicas if r in live), NO_LEADER)
-            if leader != NO_LEADER:
-                isr, elr, last_known = (leader,), (), ()
-                log.warning("%s-%d: UNCLEAN leader election of broker %d (ISR was %s): records not on it "
-                            "are lost", topic.name, index, leader, list(reg.isr))
-        if leader == reg.leader and isr == reg.isr and elr == reg.elr:
-            return reg
-        epoch = reg.leader_epoch + 1 if leader != reg.leader else reg.leader_epoch
-        return replace(reg, leader=leader, isr=isr, elr=elr, last_known_elr=last_known, leader_epoch=epoch)
+                self._commit(fence_records(self.image, self._configs, broker.broker_id), now_ms)
 
     # --- leader elections on request (ElectLeaders) and auto leader rebalance -------------
 
@@ -307,35 +222,11 @@ class QuorumController:
             if topic is None or reg is None:
                 results[(name, index)] = (ErrorCode.unknown_topic_or_partition, None)
                 continue
-            if election_type == PREFERRED_ELECTION:
-                preferred = reg.replicas[0]
-                if reg.leader == preferred:
-                    results[(name, index)] = (ErrorCode.election_not_needed, None)
-                    continue
-                if preferred not in live or preferred not in reg.isr:
-                    results[(name, index)] = (
-                        ErrorCode.preferred_leader_not_available,
-                        f"Failed to elect leader for partition {name}-{index} under strategy "
-                        "PreferredReplicaPartitionLeaderElectionStrategy")
-                    continue
-                changed = replace(reg, leader=preferred, leader_epoch=reg.leader_epoch + 1,
-                                  partition_epoch=reg.partition_epoch + 1)
-            else:
-                if reg.leader != NO_LEADER and reg.leader in live:
-                    results[(name, index)] = (ErrorCode.election_not_needed, None)
-                    continue
-                leader = next((r for r in reg.replicas if r in reg.isr and r in live), None)
-                if leader is None:
-                    leader = next((r for r in reg.replicas if r in live), None)
-                if leader is None:
-                    results[(name, index)] = (ErrorCode.eligible_leaders_not_available, None)
-                    continue
-                isr = reg.isr if leader in reg.isr else (leader,)
-                if leader not in reg.isr:
-                    log.warning("%s-%d: UNCLEAN leader election of broker %d on request (ISR was %s)",
-                                name, index, leader, list(reg.isr))
-                changed = replace(reg, leader=leader, isr=isr, elr=(), leader_epoch=reg.leader_epoch + 1,
-                                  partition_epoch=reg.partition_epoch + 1)
+            try:
+                changed = elect_on_request(election_type, topic, index, reg, live)
+            except KafkaError as exc:
+                results[(name, index)] = (exc.code, exc.message)
+                continue
             records.append(partition_record(topic.topic_id, index, changed))
             results[(name, index)] = (ErrorCode.none, None)
         self._commit(records, now_ms)
@@ -425,28 +316,10 @@ class QuorumController:
         if topic is None or index not in topic.partitions:
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
         reg = topic.partitions[index]
-        if reg.leader != broker_id:
-            raise KafkaError(ErrorCode.not_leader_or_follower)
-        if leader_epoch < reg.leader_epoch:
-            raise KafkaError(ErrorCode.fenced_leader_epoch)
-        if partition_epoch != reg.partition_epoch:
-            raise KafkaError(ErrorCode.invalid_update_version)
-        if broker_id not in new_isr or any(r not in reg.replicas for r in new_isr):
-            raise KafkaError(ErrorCode.invalid_request)
-        for replica in new_isr:
-            if replica not in reg.isr and not self.image.is_live(replica):
-                raise KafkaError(ErrorCode.ineligible_replica)
-        isr = tuple(r for r in reg.replicas if r in new_isr)
-        elr = tuple(r for r in reg.elr if r not in isr)
-        min_isr = self._min_isr(topic)
-        if self._elr_enabled():
-            if len(isr) >= min_isr:
-                elr = ()
-            else:
-                elr = tuple(dict.fromkeys((*elr, *(r for r in reg.isr if r not in isr))))
-        changed = reassignment.maybe_complete(replace(reg, isr=isr, elr=elr, partition_epoch=reg.partition_epoch + 1))
+        changed = altered_isr(self.image, self._configs, topic, reg, broker_id, leader_epoch, partition_epoch,
+                              new_isr)
         self._commit([partition_record(topic_id, index, changed)], now_ms)
-        log.info("%s-%d ISR %s -> %s (partition epoch %d)", topic.name, index, list(reg.isr), list(isr),
+        log.info("%s-%d ISR %s -> %s (partition epoch %d)", topic.name, index, list(reg.isr), list(changed.isr),
                  changed.partition_epoch)
         return changed
 
@@ -480,16 +353,7 @@ class QuorumController:
         topic = TopicImage(name, topic_id)
         if validate_only:
             return topic
-        records: list[MetadataRecord] = [{"type": "TopicRecord", "name": name, "topic_id": str(topic_id)}]
-        records += [
-            {"type": "ConfigRecord", "resource_type": TOPIC_RESOURCE, "resource_name": name, "name": k, "value": v}
-            for k, v in sorted(configs.items())
-        ]
-        records += [
-            partition_record(topic_id, i, PartitionRegistration(tuple(rs), tuple(rs), rs[0], 0, 0))
-            for i, rs in enumerate(replica_lists)
-        ]
-        self._commit(records, now_ms)
+        self._commit(topic_records(name, topic_id, configs, replica_lists), now_ms)
         log.info("created topic %s (%s) with %d partition(s), replicas %s", name, topic_id, len(replica_lists),
                  replica_lists)
         return self.image.topics[name]
@@ -514,10 +378,7 @@ class QuorumController:
             replica_lists = self._place(count - old, rf, old)
         if validate_only:
             return
-        self._commit([
-            partition_record(topic.topic_id, old + i, PartitionRegistration(tuple(rs), tuple(rs), rs[0], 0, 0))
-            for i, rs in enumerate(replica_lists)
-        ], now_ms)
+        self._commit(partition_records(topic.topic_id, old, replica_lists), now_ms)
 
     def delete_topic(self, name: str, now_ms: int) -> TopicImage:
         self._require_active()
@@ -553,49 +414,13 @@ class QuorumController:
     # --- placement and per-topic settings -------------------------------------------------
 
     def _place(self, partitions: int, replication_factor: int, first_partition: int) -> list[list[int]]:
-        """Round-robin placement over live brokers, alternating racks (as Kafka's rack-aware placement)."""
-        live = self.image.live_brokers()
-        if replication_factor > len(live):
-            raise KafkaError(
-                ErrorCode.invalid_replication_factor,
-                f"Unable to replicate the partition {replication_factor} time(s): The target replication factor "
-                f"of {replication_factor} cannot be reached because only {len(live)} broker(s) are registered or "
-                "some brokers have all their log directories cordoned.",
-            )
-        by_rack: dict[str | None, list[int]] = {}
-        for broker in live:
-            by_rack.setdefault(broker.rack, []).append(broker.broker_id)
-        ordered: list[int] = []
-        racks = list(by_rack.values())
-        while any(racks):
-            for members in racks:
-                if members:
-                    ordered.append(members.pop(0))
-        n = len(ordered)
-        start = random.randrange(n)
-        # Leaders rotate over the brokers; followers are the next brokers in the rack-alternating
-        # order, so with balanced racks every partition's replicas span the racks.
-        return [
-            [ordered[(start + p + j) % n] for j in range(replication_factor)]
-            for p in range(first_partition, first_partition + partitions)
-        ]
+        """Rack-aware round robin over the live brokers (``topic_placement.place``)."""
+        return place(self.image.live_brokers(), partitions, replication_factor, first_partition)
 
     def _check_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
         check_replica_lists(replica_lists, self.image.brokers)
 
-    def _topic_config(self, topic: TopicImage, key: str) -> str | None:
-        if key in topic.configs:
-            return topic.configs[key]
-        if key in self.image.cluster_configs:
-            return self.image.cluster_configs[key]
-        return self.settings.broker_default(key)
-
-    def _min_isr(self, topic: TopicImage) -> int:
-        return int(self._topic_config(topic, "min.insync.replicas") or 1)
-
-    def _unclean_allowed(self, topic: TopicImage) -> bool:
-        return (self._topic_config(topic, "unclean.leader.election.enable") or "false").lower() == "true"
-
-    def _elr_enabled(self) -> bool:
-        return True  # Kafka 4.x: eligible.leader.replicas.version=1 on new clusters
-
+    @property
+    def _configs(self) -> TopicConfigs:
+        """Topic configs resolved over the current image (it is replaced at ``activate``)."""
+        return TopicConfigs(self.image, self.settings.broker_default)
