@@ -78,3 +78,28 @@ def test_import_graph_has_no_cycles_and_no_upward_imports():
     graph = build_import_graph()
     assert graph.cycles() == []
     assert graph.upward_imports() == []
+
+
+# What a layer of kbroker/ may not import: handlers see only their services' protocols, and the
+# wire layer carries any services object and whichever handler table it is given.
+NOT_IMPORTED = {
+    "kbroker.handlers": ("kbroker.node",),
+    "kbroker.controller_handlers": ("kbroker.node",),
+    "kbroker.network": ("kbroker.node", "kbroker.cluster", "kbroker.handlers", "kbroker.controller_handlers"),
+}
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_handlers_and_the_wire_layer_import_no_node():
+    graph = build_import_graph()
+    wrong = sorted(
+        (importer, imported)
+        for importer, targets in graph.edges.items()
+        for imported in targets
+        for package, forbidden in NOT_IMPORTED.items()
+        if _within(importer, package) and any(_within(imported, f) for f in forbidden)
+    )
+    assert wrong == []

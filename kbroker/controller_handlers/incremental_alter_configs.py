@@ -16,10 +16,10 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 API_KEY = 44
 MIN_VERSION = 0
 MAX_VERSION = 1
+SET, DELETE = 0, 1
 
 
 class Services(HasQuorumController, HasClock, Protocol): ...
-SET, DELETE = 0, 1
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:

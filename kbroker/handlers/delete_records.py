@@ -26,7 +26,6 @@ API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-
 # Repeats per request and partition while a log dir fails.
 log = RateLimitedLogger(logging.getLogger(__name__))
 

@@ -21,7 +21,6 @@ API_KEY = 66
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-
 _NAMES = {state.display for state in TransactionState}
 
 
