@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import HEADER_SIZE, read_header
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log import AppendInfo, FetchSlice, PartitionLog
 
 from .quorum.partition_registration import NO_LEADER, PartitionRegistration
@@ -62,7 +62,9 @@ class DataWaiter:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog, broker_id: int) -> None:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog, broker_id: int,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -256,7 +258,7 @@ class Partition:
         self.partition_epoch = answer.partition_epoch
         self.registration = answer
         log.info("%s-%d: ISR now %s (partition epoch %d)", self.topic, self.index, self.isr, self.partition_epoch)
-        self._maybe_increment_high_watermark(int(time.time() * 1000))
+        self._maybe_increment_high_watermark(self.clock.wall_ms())
 
     # --- produce --------------------------------------------------------------------------
 

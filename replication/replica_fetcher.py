@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import time
 import uuid
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import batch_size_at
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kio.schema.fetch.v15 import request as fetch_request
 from kio.schema.fetch.v15 import response as fetch_response
 from kio.schema.types import BrokerId
@@ -77,7 +77,9 @@ def truncation_offset(partition: Partition, diverging_epoch: int, diverging_end_
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader broker."""
 
-    def __init__(self, broker_id: int, leader_id: int, links: ClusterLinks, settings: ReplicationSettings) -> None:
+    def __init__(self, broker_id: int, leader_id: int, links: ClusterLinks, settings: ReplicationSettings,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.broker_id = broker_id
         self.leader_id = leader_id
         self.links = links
@@ -152,13 +154,13 @@ class ReplicaFetcher:
             self._process(sent, response)
 
     def _ready_partitions(self) -> dict[tuple[str, int], Partition]:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         return {k: p for k, p in self.partitions.items() if self._delayed_until.get(k, 0.0) <= now}
 
     async def _idle(self) -> None:
         """Nothing to fetch now: wait for a partition to be added or a backoff to end."""
         self._wakeup.clear()
-        now = time.monotonic()
+        now = self.clock.monotonic()
         waits = [until - now for until in self._delayed_until.values() if until > now]
         timeout = min(waits) if waits else None
         try:
@@ -211,7 +213,7 @@ class ReplicaFetcher:
         by_id: dict[tuple[uuid.UUID | None, int], tuple[str, int]] = {
             (p.topic_id, p.index): key for key, (p, _e, _o) in sent.items()}
         failed: list[tuple[str, int]] = []
-        now_ms = int(time.time() * 1000)
+        now_ms = self.clock.wall_ms()
         for topic in response.responses:
             for data in topic.partitions:
                 key = by_id.get((topic.topic_id, data.partition_index))
@@ -265,7 +267,7 @@ class ReplicaFetcher:
         return True
 
     def _delay(self, keys: list[tuple[str, int]]) -> None:
-        until = time.monotonic() + self.settings.replica_fetch_backoff_ms / 1000
+        until = self.clock.monotonic() + self.settings.replica_fetch_backoff_ms / 1000
         for key in keys:
             if key in self.partitions:
                 self._delayed_until[key] = until
@@ -274,7 +276,9 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     """Which fetcher (by leader broker) copies which partition; idle fetchers are stopped."""
 
-    def __init__(self, broker_id: int, links: ClusterLinks, settings: ReplicationSettings) -> None:
+    def __init__(self, broker_id: int, links: ClusterLinks, settings: ReplicationSettings,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.broker_id = broker_id
         self.links = links
         self.settings = settings
@@ -289,7 +293,8 @@ class ReplicaFetcherManager:
             self.remove_partition(*key)
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id, self.links, self.settings)
+            fetcher = ReplicaFetcher(self.broker_id, leader_id, self.links, self.settings, self.clock)
+            self.fetchers[leader_id] = fetcher
             fetcher.start()
         fetcher.add_partition(partition)
         self._leader_of[key] = leader_id

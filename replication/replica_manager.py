@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 
 from kbroker.protocol.errors import ErrorCode, InvalidRecordError, KafkaError
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log import FetchSlice
 from kbroker.storage.log_manager import LogManager
 from kbroker.storage.transaction_index import AbortedTxn
@@ -92,8 +92,9 @@ CONSUMER_FETCH = FetchParams()
 
 
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, broker_id: int) -> None:
+    def __init__(self, log_manager: LogManager, broker_id: int, clock: Clock = SYSTEM_CLOCK) -> None:
         self.log_manager = log_manager
+        self.clock = clock
         self.broker_id = broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.links: ClusterLinks | None = None
@@ -107,7 +108,7 @@ class ReplicaManager:
         """Enter cluster mode: replicas follow leaders and ISR changes go to the controller."""
         self.links = links
         self.settings = settings
-        self.fetcher_manager = ReplicaFetcherManager(self.broker_id, links, settings)
+        self.fetcher_manager = ReplicaFetcherManager(self.broker_id, links, settings, self.clock)
         for partition in self.partitions.values():
             self._configure_partition(partition)
 
@@ -133,7 +134,7 @@ class ReplicaManager:
         interval = self.settings.replica_lag_time_max_ms / 2 / 1000
         while True:
             await asyncio.sleep(interval)
-            now_ms = int(time.time() * 1000)
+            now_ms = self.clock.wall_ms()
             for partition in list(self.partitions.values()):
                 partition.maybe_shrink_isr(now_ms)
 
@@ -170,7 +171,7 @@ class ReplicaManager:
         if registration.leader == self.broker_id:
             if self.fetcher_manager is not None:
                 self.fetcher_manager.remove_partition(topic, index)
-            partition.become_leader(registration, int(time.time() * 1000))
+            partition.become_leader(registration, self.clock.wall_ms())
             return
         if partition.become_follower(registration) and self.fetcher_manager is not None:
             if registration.leader >= 0:
@@ -184,7 +185,7 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None:
             plog = self.log_manager.get(topic, index) or self.log_manager.create(topic, index, _id_text(topic_id))
-            partition = Partition(topic, index, topic_id, plog, self.broker_id)
+            partition = Partition(topic, index, topic_id, plog, self.broker_id, self.clock)
             self.partitions[(topic, index)] = partition
         return partition
 
@@ -207,7 +208,7 @@ class ReplicaManager:
     def append_records(self, topic: str, index: int, records: memoryview, required_acks: int) -> ProduceResult:
         try:
             partition = self.get_partition(topic, index)
-            info = partition.append_as_leader(records, required_acks, int(time.time() * 1000))
+            info = partition.append_as_leader(records, required_acks, self.clock.wall_ms())
         except InvalidRecordError as exc:
             return ProduceResult(exc.code, error_message=exc.message, record_errors=exc.record_errors)
         except KafkaError as exc:
@@ -273,10 +274,10 @@ class ReplicaManager:
             return results
         for partition in watched:
             partition.add_waiter(waiter)
-        deadline = time.monotonic() + max_wait_ms / 1000
+        deadline = self.clock.monotonic() + max_wait_ms / 1000
         try:
             while True:
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self.clock.monotonic()
                 if remaining <= 0:
                     break
                 done, _pending = await asyncio.wait({waiter.future}, timeout=remaining)
@@ -304,7 +305,7 @@ class ReplicaManager:
         remaining = max(0, max_bytes - others)
         if params.is_from_follower:
             result = self._read_for_follower(requests[i], remaining, params, others == 0, False,
-                                             int(time.time() * 1000))
+                                             self.clock.wall_ms())
         else:
             result = self._read_one(requests[i], remaining, isolation_level, params, min_one_batch=others == 0)
         results[i] = result
@@ -317,7 +318,7 @@ class ReplicaManager:
         results: list[FetchResult] = []
         remaining = max_bytes
         total = 0
-        now_ms = int(time.time() * 1000)
+        now_ms = self.clock.wall_ms()
         for request in requests:
             if params.is_from_follower:
                 result = self._read_for_follower(request, remaining, params, total == 0, update_fetch_state, now_ms)

@@ -13,7 +13,6 @@ import errno
 import logging
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ from kbroker.protocol.records import (
     split_batches,
 )
 
+from .clock import SYSTEM_CLOCK, Clock
 from .file_io import fsync_file, make_dirs, replace_atomically
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
@@ -109,8 +109,10 @@ class PartitionLog:
         recovery_point: int = 0,
         files: SegmentFileCache | None = None,
         health: LogDirHealth | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.directory = directory
+        self.clock = clock
         self.log_dir = os.path.dirname(directory)
         self.files = files if files is not None else SegmentFileCache()
         self.health = health if health is not None else LogDirHealth()
@@ -126,19 +128,20 @@ class PartitionLog:
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self.producer_state = ProducerStateManager(directory)
         self.unflushed_messages = 0
-        self.last_flush_ms = int(time.time() * 1000)
+        self.last_flush_ms = clock.wall_ms()
 
     # --- lifecycle ------------------------------------------------------------------------
 
     @classmethod
     def create(cls, directory: str, topic: str, partition: int, topic_id: str, config: LogConfig,
-               files: SegmentFileCache | None = None, health: LogDirHealth | None = None) -> PartitionLog:
+               files: SegmentFileCache | None = None, health: LogDirHealth | None = None,
+               clock: Clock = SYSTEM_CLOCK) -> PartitionLog:
         """A new, empty log: its directory, ``partition.metadata`` and first segment (if any of
         them cannot be written, the directory is removed again and the error raised)."""
         make_dirs(directory)
         try:
             metadata_file = write_partition_metadata(directory, topic_id)
-            plog = cls(directory, topic, partition, config, files=files, health=health)
+            plog = cls(directory, topic, partition, config, files=files, health=health, clock=clock)
             plog._unsynced_files.append(metadata_file)
             plog._add_segment(plog._new_segment(0))
         except OSError:
@@ -148,7 +151,8 @@ class PartitionLog:
         return plog
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment(self.directory, base_offset, self.config.index_interval_bytes, self.files, create=True)
+        return LogSegment(self.directory, base_offset, self.config.index_interval_bytes, self.files, create=True,
+                          created_ms=self.clock.wall_ms())
 
     def load(self, clean_shutdown: bool) -> None:
         """Open every segment; recover (CRC scan, index rebuild) those past the recovery point

@@ -117,7 +117,7 @@ class LogCleaner:
 
     async def clean_once(self, now_ms: int | None = None) -> CleanStats | None:
         """Clean the dirtiest cleanable log, if any; returns what was done."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = self.log_manager.clock.wall_ms() if now_ms is None else now_ms
         for gone in set(self.first_dirty) - set(self.log_manager.logs):
             del self.first_dirty[gone]  # a deleted topic; a new one of the same name starts dirty
             self.delete_horizons.pop(gone, None)
@@ -186,7 +186,7 @@ class LogCleaner:
 
     async def clean_log(self, plog: PartitionLog, now_ms: int | None = None) -> CleanStats | None:
         """Clean one log over its whole cleanable range now (the ratio is not checked)."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = self.log_manager.clock.wall_ms() if now_ms is None else now_ms
         tp = (plog.topic, plog.partition)
         end = self._clean_end(plog, now)
         segments = [s for i, s in enumerate(plog.segments[:-1]) if plog.segments[i + 1].base_offset <= end]

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .checkpoint import read_checkpoint, write_checkpoint
+from .clock import SYSTEM_CLOCK, Clock
 from .file_io import fsync_dir, replace_atomically
 from .log import PartitionLog
 from .log_config import LogConfig
@@ -54,8 +55,10 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 
 class LogManager:
     def __init__(self, log_dirs: list[str], config_for: Callable[[str], LogConfig],
-                 max_open_segment_files: int | None = None, recovery_threads_per_data_dir: int = 2) -> None:
+                 max_open_segment_files: int | None = None, recovery_threads_per_data_dir: int = 2,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.clock = clock
         self.config_for = config_for
         self.recovery_threads_per_data_dir = max(1, recovery_threads_per_data_dir)
         self.files = SegmentFileCache(max_open_segment_files)
@@ -95,7 +98,7 @@ class LogManager:
                     path, tp[0], tp[1], self.config_for(tp[0]),
                     log_start_offset=start_offsets.get(tp, 0),
                     recovery_point=recovery_points.get(tp, 0),
-                    files=self.files, health=self.health,
+                    files=self.files, health=self.health, clock=self.clock,
                 )
                 plog.load(clean_shutdown=clean)
                 self.logs[tp] = plog
@@ -118,7 +121,7 @@ class LogManager:
         path = os.path.join(log_dir, f"{topic}-{partition}")
         try:
             plog = PartitionLog.create(path, topic, partition, topic_id, self.config_for(topic),
-                                       files=self.files, health=self.health)
+                                       files=self.files, health=self.health, clock=self.clock)
         except OSError as exc:
             self.health.write_failed(log_dir, f"creating {topic}-{partition}", exc)
             raise
@@ -170,7 +173,7 @@ class LogManager:
         """Flush and close every log, checkpoint, then mark each dir cleanly shut down (Kafka's
         marker: ``{"version":0,"brokerEpoch":N}``) — unless something there could not be
         written, so that the next start recovers that dir."""
-        now_ms = int(time.time() * 1000)
+        now_ms = self.clock.wall_ms()
         # While several threads close logs, the descriptor cache must not close a segment file
         # that another thread is syncing: it stops evicting. Open descriptors stay bounded all
         # the same: each thread closes its partition's files before it takes the next one.

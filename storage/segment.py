@@ -108,7 +108,7 @@ class SegmentFileCache:
 
 class LogSegment:
     def __init__(self, directory: str, base_offset: int, index_interval_bytes: int,
-                 files: SegmentFileCache | None = None, *, create: bool = False) -> None:
+                 files: SegmentFileCache | None = None, *, create: bool = False, created_ms: int | None = None) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -133,7 +133,9 @@ class LogSegment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_index_entry = 0
-        self.created_ms = int(time.time() * 1000)
+        # When it was made (segment.ms rolls by it until a batch brings a timestamp); an existing
+        # file's modification time replaces it when the segment loads.
+        self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self.first_batch_timestamp_ms: int | None = None
 
     # --- the descriptor -------------------------------------------------------------------

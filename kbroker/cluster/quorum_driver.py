@@ -45,6 +45,7 @@ from kbroker.replication.quorum.raft_wire import (
     response_from_wire,
     response_to_wire,
 )
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +54,14 @@ _RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, Fe
 _RESTART_LOG_INTERVAL_S = 30.0
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class QuorumDriver:
     def __init__(self, make_raft: Callable[[int], RaftNode], voters: dict[int, tuple[str, int]],
-                 source_host: str | None, on_change: Callable[[], None]) -> None:
+                 source_host: str | None, on_change: Callable[[], None], clock: Clock = SYSTEM_CLOCK) -> None:
         """``make_raft(now_ms)`` builds a RaftNode from the durable state (at start, and again
         after a failed write)."""
         self.make_raft = make_raft
-        self.raft = make_raft(_now_ms())
+        self.clock = clock
+        self.raft = make_raft(clock.wall_ms())
         self.on_change = on_change
         self.storage_restarts = 0
         self._restarts_unlogged = 0
@@ -84,7 +82,7 @@ class QuorumDriver:
         if self._ticker is not None:
             self._ticker.cancel()
         try:
-            self._send(self.raft.resign(_now_ms()))
+            self._send(self.raft.resign(self.clock.wall_ms()))
         except OSError as exc:
             self._restart_from_disk(exc)
         if self._tasks:
@@ -94,7 +92,7 @@ class QuorumDriver:
 
     async def _tick_loop(self) -> None:
         while True:
-            self.tick(_now_ms())
+            self.tick(self.clock.wall_ms())
             await asyncio.sleep(TICK_S)
 
     def tick(self, now_ms: int) -> None:
@@ -124,13 +122,13 @@ class QuorumDriver:
                       "message)", self.raft.node_id, exc, self._restarts_unlogged)
             self._restart_logged_at = now
             self._restarts_unlogged = 0
-        self.raft = self.make_raft(_now_ms())
+        self.raft = self.make_raft(self.clock.wall_ms())
 
     def handle_request(self, api_key: int, request: Any) -> Any:
         """An inbound Raft request from a voter; returns the kio response."""
         sender, message = request_from_wire(api_key, request)
         try:
-            reaction = self.raft.handle(_now_ms(), sender, message)
+            reaction = self.raft.handle(self.clock.wall_ms(), sender, message)
         except OSError as exc:
             self._restart_from_disk(exc)
             self.on_change()
@@ -164,7 +162,7 @@ class QuorumDriver:
             return
         answer = response_from_wire(item.message, response)
         try:
-            self._send(self.raft.handle(_now_ms(), item.destination, answer))
+            self._send(self.raft.handle(self.clock.wall_ms(), item.destination, answer))
         except OSError as exc:
             self._restart_from_disk(exc)
         self.on_change()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from kbroker.groups.classic_group import (
 )
 from kbroker.groups.offset_expiry import expire_classic_group_offsets
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from kbroker.config.kafka_config import KafkaConfig
@@ -40,13 +40,11 @@ _E, _P, _C, _S, _D = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupSta
                       GroupState.STABLE, GroupState.DEAD)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ClassicGroupCoordinator:
-    def __init__(self, offset_store: OffsetStore, config: KafkaConfig, registry: GroupRegistry) -> None:
+    def __init__(self, offset_store: OffsetStore, config: KafkaConfig, registry: GroupRegistry,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = offset_store
+        self.clock = clock
         self.registry = registry
         self.initial_delay_ms = config.get_int("group.initial.rebalance.delay.ms")
         self.max_size = config.get_int("group.max.size")
@@ -56,7 +54,7 @@ class ClassicGroupCoordinator:
     def load(self) -> None:
         """Groups from the replayed log: members of a stored generation come back Stable and must
         heartbeat within their session timeout; groups known only by offsets come back Empty."""
-        now = _now_ms()
+        now = self.clock.wall_ms()
         for group_id, record in self.store.loaded_groups.items():
             if record is None:
                 continue
@@ -110,7 +108,7 @@ class ClassicGroupCoordinator:
         if group is None or group.is_in(_D):
             if member_id:
                 return JoinResult(ErrorCode.unknown_member_id, member_id)
-            group = ClassicGroup(group_id, _now_ms())
+            group = ClassicGroup(group_id, self.clock.wall_ms())
             self.registry.add(group)
         if not group.is_in(_E) and not group.supports(protocol_type, protocols):
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
@@ -240,7 +238,7 @@ class ClassicGroupCoordinator:
         else:
             group.join_timer = loop.call_later(group.max_rebalance_timeout_ms() / 1000, self._complete_join, group)
         log.info("group %s preparing rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
-        group.transition(_P, _now_ms())
+        group.transition(_P, self.clock.wall_ms())
 
     def _initial_delay_expired(self, group: ClassicGroup, members_before: int) -> None:
         if len(group.members) > members_before and group.initial_delay_left_ms > 0:
@@ -263,7 +261,7 @@ class ClassicGroupCoordinator:
             group.join_timer = None
         group.initial_delay_left_ms = 0
         group.in_initial_delay = False
-        now = _now_ms()
+        now = self.clock.wall_ms()
         for member in [m for m in group.members.values() if not m.awaiting_join]:
             self._remove_member(group, member)
         group.generation_id += 1
@@ -384,7 +382,7 @@ class ClassicGroupCoordinator:
                     resolve(m.sync_future, SyncResult(error))
                 self.prepare_rebalance(group, "storing the assignment failed")
                 return await future
-            group.transition(_S, _now_ms())
+            group.transition(_S, self.clock.wall_ms())
             for m in group.members.values():
                 resolve(m.sync_future,
                          SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, m.assignment))
@@ -442,7 +440,7 @@ class ClassicGroupCoordinator:
             if generation >= 0 or member_id or instance_id is not None:
                 raise KafkaError(ErrorCode.group_id_not_found if api_version >= 9 and not transactional
                                  else ErrorCode.illegal_generation)
-            self.registry.add(ClassicGroup(group_id, _now_ms()))
+            self.registry.add(ClassicGroup(group_id, self.clock.wall_ms()))
             return
         if generation < 0 and group.is_in(_E):
             return
@@ -466,7 +464,7 @@ class ClassicGroupCoordinator:
         if not group.is_in(_E):
             return ErrorCode.non_empty_group
         self.store.delete_group(group_id)
-        group.transition(_D, _now_ms())
+        group.transition(_D, self.clock.wall_ms())
         self.registry.remove(group_id)
         return ErrorCode.none
 

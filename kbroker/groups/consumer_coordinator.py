@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -52,6 +51,7 @@ from kbroker.groups.consumer_group import (
 from kbroker.groups.consumer_group_log import ConsumerGroupLog, preferred_assignor
 from kbroker.groups.group_registry import GroupRegistry
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from kbroker.config.kafka_config import KafkaConfig
@@ -108,8 +108,9 @@ def _invalid(message: str) -> KafkaError:
 
 class ConsumerGroupCoordinator:
     def __init__(self, config: KafkaConfig, controller: ForwardingController, service: GroupServiceParts | None,
-                 store: OffsetStore | None = None) -> None:
+                 store: OffsetStore | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.controller = controller
+        self.clock = clock
         # On its own (service None, in tests) it has a map of its own and no classic groups.
         self.registry = service.registry if service is not None else GroupRegistry()
         self.classic = service.classic if service is not None else None
@@ -460,7 +461,7 @@ class ConsumerGroupCoordinator:
         if not migration.allows_downgrade(self.migration_policy) or len(rest) > self.classic.max_size:
             return False
         classic = migration.to_classic_group(group, rest, self.topics(), self.session_timeout_ms,
-                                             int(time.time() * 1000))
+                                             self.clock.wall_ms())
         try:
             self.forget(group.group_id)  # tombstones for the consumer group's records
         except (OSError, KafkaError) as exc:

@@ -10,7 +10,6 @@ attaches as ``consumer``). It also runs the offsets retention check, whose rules
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 from kbroker.groups import classic_members
@@ -18,6 +17,7 @@ from kbroker.groups.classic_coordinator import ClassicGroupCoordinator
 from kbroker.groups.classic_group import ClassicGroup, JoinResult, SyncResult
 from kbroker.groups.group_registry import GroupRegistry, Ownership
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from kbroker.config.kafka_config import KafkaConfig
@@ -27,10 +27,11 @@ if TYPE_CHECKING:
 
 
 class GroupCoordinator:
-    def __init__(self, offset_store: OffsetStore, config: KafkaConfig) -> None:
+    def __init__(self, offset_store: OffsetStore, config: KafkaConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = offset_store
+        self.clock = clock
         self.registry = GroupRegistry()
-        self.classic = ClassicGroupCoordinator(offset_store, config, self.registry)
+        self.classic = ClassicGroupCoordinator(offset_store, config, self.registry, clock)
         # KIP-848 consumer groups: attached by the composition root once it has the controller
         # (None: this service coordinates classic groups only).
         self.consumer: ConsumerGroupCoordinator | None = None
@@ -179,7 +180,7 @@ class GroupCoordinator:
     def _expire_offsets(self) -> None:
         """The offsets.retention.check.interval.ms timer."""
         self._retention_timer = asyncio.get_running_loop().call_later(self.retention_check_s, self._expire_offsets)
-        self.expire_offsets(int(time.time() * 1000))
+        self.expire_offsets(self.clock.wall_ms())
 
     def expire_offsets(self, now_ms: int) -> None:
         """offsets.retention.minutes at ``now_ms``, by each group type's rules."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,6 +32,7 @@ from kbroker.protocol.internal_records import (
 )
 from kbroker.protocol.record_builder import build_batch
 from kbroker.protocol.records import TRANSACTIONAL_FLAG, control_record_type, iter_records, read_header
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.transactions.transaction_log import partition_for
 
 if TYPE_CHECKING:
@@ -86,8 +86,10 @@ class OffsetStore:
     OffsetCommitValue v3 layout, so the log is readable as Kafka's.
     """
 
-    def __init__(self, controller: ForwardingController, replica_manager: ReplicaManager, num_partitions: int) -> None:
+    def __init__(self, controller: ForwardingController, replica_manager: ReplicaManager, num_partitions: int,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.controller = controller
+        self.clock = clock
         self.replica_manager = replica_manager
         self.num_partitions = num_partitions
         self.committed: dict[str, Offsets] = {}
@@ -186,7 +188,7 @@ class OffsetStore:
                producer_epoch: int = -1) -> None:
         """One batch in the group's partition; returns once the bytes are in the OS (os.write)."""
         self.ensure_topic()
-        now_ms = int(time.time() * 1000)
+        now_ms = self.clock.wall_ms()
         batch = build_batch(
             records, base_timestamp=now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
             attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0,

@@ -78,8 +78,10 @@ class Broker:
         self.cluster_id = ""
         self.local_controller = local_controller  # this node's own controller voter (combined node)
         self.log_manager = LogManager(self.log_dirs, lambda topic: self.controller.log_config(topic),
-                                      max_open_segment_files=segment_file_budget())
-        self.replica_manager = ReplicaManager(self.log_manager, self.node_id)
+                                      max_open_segment_files=segment_file_budget(),
+                                      recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
+                                      clock=clock)
+        self.replica_manager = ReplicaManager(self.log_manager, self.node_id, clock)
         self.lifecycle: BrokerLifecycleManager | None = None
         self.controller = ForwardingController(
             self.node_id, self.replica_manager, config.layers,
@@ -88,12 +90,12 @@ class Broker:
         )
         self.producer_ids = ControllerProducerIdManager(lambda: self._lifecycle().allocate_producer_ids())
         self.offset_store = OffsetStore(
-            self.controller, self.replica_manager, config.get_int("offsets.topic.num.partitions")
+            self.controller, self.replica_manager, config.get_int("offsets.topic.num.partitions"), clock
         )
-        self.group_coordinator = GroupCoordinator(self.offset_store, config)
+        self.group_coordinator = GroupCoordinator(self.offset_store, config, clock)
         # KIP-848 consumer groups; the classic coordinator defers to it for their group ids.
         self.consumer_coordinator = ConsumerGroupCoordinator(config, self.controller, self.group_coordinator,
-                                                             self.offset_store)
+                                                             self.offset_store, clock)
         self.group_coordinator.consumer = self.consumer_coordinator
         self.group_coordinator.ownership = ownership = GroupPartitionOwnership(
             self.offset_store, self.group_coordinator, self.consumer_coordinator)
@@ -107,6 +109,7 @@ class Broker:
         self.transaction_coordinator = TransactionCoordinator(
             self.controller, self.replica_manager, self.offset_store, self.producer_ids, self.marker_channel,
             config.get_int("transaction.state.log.num.partitions"), config.get_int("transaction.max.timeout.ms"),
+            clock,
         )
         self.controller.leadership_listeners[TRANSACTION_STATE_TOPIC] = self.transaction_coordinator.on_leadership
         self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(

@@ -53,7 +53,7 @@ class ControllerNode:
         metadata_dir = config.get("metadata.log.dir") or config.log_dirs[0]
         self.metadata_dir = os.path.join(metadata_dir, f"{METADATA_TOPIC}-0")
         os.makedirs(self.metadata_dir, exist_ok=True)
-        self.metadata_log = PartitionLog(self.metadata_dir, METADATA_TOPIC, 0, LogConfig())
+        self.metadata_log = PartitionLog(self.metadata_dir, METADATA_TOPIC, 0, LogConfig(), clock=clock)
         self.quorum: QuorumDriver | None = None
         self.controller = QuorumController(self.metadata_log, ControllerSettings(
             node_id=self.node_id,
@@ -112,7 +112,7 @@ class ControllerNode:
             raise RuntimeError("controller.listener.names names no listener in 'listeners'")
         # (The only voter needs no listener: its own broker reaches it in process.)
         source = self.bound[0][1] or None if self.bound else None
-        self.quorum = QuorumDriver(self._new_raft, self.voters, source, self._on_quorum_change)
+        self.quorum = QuorumDriver(self._new_raft, self.voters, source, self._on_quorum_change, self.clock)
         self.quorum.start()
         self._tasks.append(loop.create_task(self._session_loop()))
         if self.config.get_bool("auto.leader.rebalance.enable"):

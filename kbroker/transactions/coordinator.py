@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING, Protocol
 
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.transactions.transaction_log import (
     TRANSACTION_STATE_TOPIC,
     TransactionMetadata,
@@ -60,10 +60,6 @@ MAX_EPOCH = 32767
 S = TransactionState
 
 
-def _now() -> int:
-    return int(time.time() * 1000)
-
-
 class TransactionCoordinator:
     """The transactional ids this broker coordinates (those of the state partitions it leads).
 
@@ -82,8 +78,9 @@ class TransactionCoordinator:
 
     def __init__(self, controller: ForwardingController, replica_manager: ReplicaManager, offset_store: OffsetStore,
                  allocator: ControllerProducerIdManager, marker_channel: MarkerChannel, num_partitions: int,
-                 max_timeout_ms: int) -> None:
+                 max_timeout_ms: int, clock: Clock = SYSTEM_CLOCK) -> None:
         self.controller = controller
+        self.clock = clock
         self.replica_manager = replica_manager
         self.offset_store = offset_store
         self.allocator = allocator
@@ -172,7 +169,7 @@ class TransactionCoordinator:
 
     def _persist(self, metadata: TransactionMetadata) -> None:
         self.ensure_topic()
-        now = _now()
+        now = self.clock.wall_ms()
         index = partition_for(metadata.transactional_id, self.partitions_count())
         self._append_state(index, record_batch(metadata, now), now)
         self.transactions[metadata.transactional_id] = metadata
@@ -196,7 +193,7 @@ class TransactionCoordinator:
         """Log the new state first; only then is it the state."""
         updated = TransactionMetadata(
             metadata.transactional_id, metadata.producer_id, metadata.producer_epoch, metadata.timeout_ms,
-            state, set(metadata.partitions), _now(), metadata.start_ms, metadata.previous_producer_id,
+            state, set(metadata.partitions), self.clock.wall_ms(), metadata.start_ms, metadata.previous_producer_id,
             metadata.next_producer_id, metadata.client_transaction_version,
         )
         for name, value in changes.items():
@@ -214,7 +211,8 @@ class TransactionCoordinator:
         metadata = self.transactions.get(transactional_id)
         if metadata is None:
             pid = self.allocator.allocate()
-            self._persist(TransactionMetadata(transactional_id, pid, 0, timeout_ms, S.EMPTY, set(), _now(), -1))
+            now = self.clock.wall_ms()
+            self._persist(TransactionMetadata(transactional_id, pid, 0, timeout_ms, S.EMPTY, set(), now, -1))
             return pid, 0
         if given_pid >= 0 and (given_pid, given_epoch) != (metadata.producer_id, metadata.producer_epoch):
             raise KafkaError(ErrorCode.producer_fenced,
@@ -265,7 +263,7 @@ class TransactionCoordinator:
                     for tp in partitions}
         new = set(partitions) - metadata.partitions
         if new or metadata.state != S.ONGOING:
-            start = metadata.start_ms if metadata.state == S.ONGOING else _now()
+            start = metadata.start_ms if metadata.state == S.ONGOING else self.clock.wall_ms()
             self._transition(metadata, S.ONGOING, partitions=metadata.partitions | set(partitions), start_ms=start)
         return {tp: ErrorCode.none for tp in partitions}
 
@@ -382,7 +380,7 @@ class TransactionCoordinator:
         """PrepareCommit/PrepareAbort with epoch + 1 (markers carry it), then Complete; an
         exhausted epoch continues with a new producer id at epoch 0."""
         next_pid = self.allocator.allocate() if metadata.producer_epoch >= MAX_EPOCH - 1 else -1
-        start = metadata.start_ms if metadata.state == S.ONGOING else _now()
+        start = metadata.start_ms if metadata.state == S.ONGOING else self.clock.wall_ms()
         self._transition(metadata, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
                          producer_epoch=metadata.producer_epoch + 1, next_producer_id=next_pid,
                          client_transaction_version=2, start_ms=start)

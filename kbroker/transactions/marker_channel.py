@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -80,7 +79,7 @@ async def write_marker_replicated(replica_manager: ReplicaManager, offset_store:
     try:
         partition = replica_manager.get_partition(topic, index)
         offset = partition.append_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                                                 int(time.time() * 1000))
+                                                 replica_manager.clock.wall_ms())
     except KafkaError as exc:
         return exc.code
     except OSError as exc:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -131,9 +130,9 @@ class QuorumController:
             if not future.done():
                 future.set_result(None)
 
-    @staticmethod
-    def now_ms() -> int:
-        return int(time.time() * 1000)
+    def now_ms(self) -> int:
+        """Wall-clock milliseconds on the metadata log's clock (the node's)."""
+        return self.log.clock.wall_ms()
 
     def wait_for_records(self) -> asyncio.Future[None]:
         """Completed when more records are committed (metadata fetches long-poll on it)."""

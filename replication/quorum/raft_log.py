@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import json
 import os
-import time
 
 from kbroker.protocol.record_builder import build_batch
 from kbroker.protocol.records import iter_records, split_batches
@@ -79,7 +78,7 @@ class PartitionRaftLog:
         be thousands of records: a topic of 10,000 partitions), then fsync once."""
         if not payloads:
             return self.end_offset - 1
-        now_ms = int(time.time() * 1000)
+        now_ms = self.plog.clock.wall_ms()
         last = self.end_offset - 1
         for chunk in _chunks(payloads, MAX_BATCH_BYTES):
             batch = entries_batch(epoch, self.end_offset, chunk, now_ms)
