@@ -166,9 +166,17 @@ def _codes(api: ApiTally | None) -> str:
     return ", ".join(f"{code_name(c)} {n}" for c, n in api.error_codes.most_common(TOP_CODES))
 
 
+def _label(run: TargetRun, runs: list[TargetRun]) -> str:
+    """The target's name, with its stretch of cases when the same target ran more than one."""
+    if sum(r.target == run.target for r in runs) == 1:
+        return run.target
+    first = int(run.settings.get("first_case", 0))
+    return f"{run.target} (cases {first:,}–{first + run.frames - 1:,})"
+
+
 def render(runs: list[TargetRun], command: str) -> str:
     """The markdown report: per-API outcomes with the targets side by side ("a / b" cells)."""
-    names = [r.target for r in runs]
+    names = [_label(r, runs) for r in runs]
     lines = [
         f"# Protocol fuzzing: {' and '.join(names)}",
         "",
@@ -178,10 +186,10 @@ def render(runs: list[TargetRun], command: str) -> str:
         "crashes | restarts | unexplained ERROR records | disk violations | peak RSS | fuzzer loop lag |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in runs:
+    for r, name in zip(runs, names, strict=True):
         rate = r.frames / r.seconds if r.seconds else 0.0
         lines.append(
-            f"| {r.target} | {r.frames:,} | {r.seconds / 60:.1f} min ({r.check_seconds / 60:.1f}) | {rate:.0f} | "
+            f"| {name} | {r.frames:,} | {r.seconds / 60:.1f} min ({r.check_seconds / 60:.1f}) | {rate:.0f} | "
             f"{r.batches} | "
             f"{len(r.liveness_failures)} | {r.slowest_liveness_s * 1000:.0f} ms | {len(r.crashes)} | {r.restarts} | "
             f"{r.unexplained_log_count} | {len(r.disk_violations)} | {r.max_rss_mb:.0f} MB | "
