@@ -25,7 +25,8 @@ from kbroker.network.socket_server import SocketServer, SocketServerSettings
 from kbroker.node.meta_properties import adopt_cluster_id, random_id
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.legacy_catalogue import legacy_records, mark_imported
-from kbroker.replication.quorum.metadata_image import BROKER_RESOURCE, METADATA_TOPIC, MetadataRecord, decode_batch
+from kbroker.replication.quorum.metadata_image import BROKER_RESOURCE, METADATA_TOPIC, decode_batch
+from kbroker.replication.quorum.metadata_records import ClusterIdRecord, ConfigRecord, MetadataRecord
 from kbroker.replication.quorum.quorum_controller import ControllerSettings, QuorumController
 from kbroker.replication.quorum.raft import RaftConfig, RaftNode, RaftRole
 from kbroker.replication.quorum.raft_log import FileQuorumState, PartitionRaftLog
@@ -155,10 +156,9 @@ class ControllerNode:
         the static min.insync.replicas as the cluster-wide default (as Kafka's storage format
         does), and the catalogue of a single node written by an older kbroker, if there is one."""
         log_dir = self.config.log_dirs[0]
-        records: list[MetadataRecord] = [{
-            "type": "ConfigRecord", "resource_type": BROKER_RESOURCE, "resource_name": "",
-            "name": "min.insync.replicas", "value": self.config.get("min.insync.replicas"),
-        }]
+        records: list[MetadataRecord] = [
+            ConfigRecord(BROKER_RESOURCE, "", "min.insync.replicas", self.config.get("min.insync.replicas")),
+        ]
         records += legacy_records(log_dir, self.node_id)
         # A voter of a quorum of several knows no cluster id of its own (one of them invents it
         # here, the others adopt it from the log); a single node's is in its meta.properties.
@@ -181,8 +181,8 @@ class ControllerNode:
         every voter answers with that one (a voter's own meta.properties may name another)."""
         for batch in self.metadata_log.iter_batches():
             for _offset, record in decode_batch(batch):
-                if record["type"] == "ClusterIdRecord":
-                    self.cluster_id = record["cluster_id"]
+                if isinstance(record, ClusterIdRecord):
+                    self.cluster_id = record.cluster_id
                     self._cluster_id_from_log = True
                     adopt_cluster_id(self.config.log_dirs, self.node_id, self.cluster_id)
                 return

@@ -15,7 +15,8 @@ import logging
 from dataclasses import replace
 
 from .elections import TopicConfigs, elect, without_replica
-from .metadata_image import MetadataImage, MetadataRecord, partition_record
+from .metadata_image import MetadataImage
+from .metadata_records import FenceBrokerRecord, MetadataRecord, PartitionRecord
 from .partition_registration import NO_LEADER
 
 log = logging.getLogger(__name__)
@@ -32,9 +33,8 @@ def fence_records(image: MetadataImage, configs: TopicConfigs, broker_id: int) -
                 continue
             changed = without_replica(topic, index, reg, broker_id, live, configs)
             if changed != reg:
-                records.append(partition_record(topic.topic_id, index, changed))
-    records.append({"type": "FenceBrokerRecord", "broker_id": broker_id,
-                    "epoch": image.brokers[broker_id].broker_epoch})
+                records.append(PartitionRecord.of(topic.topic_id, index, changed))
+    records.append(FenceBrokerRecord(broker_id, image.brokers[broker_id].broker_epoch))
     return records
 
 
@@ -45,7 +45,7 @@ def drop_from_elr(image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
         for index, reg in topic.partitions.items():
             if broker_id in reg.elr:
                 log.info("%s-%d: broker %d leaves the ELR (unclean shutdown)", topic.name, index, broker_id)
-                records.append(partition_record(topic.topic_id, index, replace(
+                records.append(PartitionRecord.of(topic.topic_id, index, replace(
                     reg, elr=tuple(r for r in reg.elr if r != broker_id), partition_epoch=reg.partition_epoch + 1)))
     return records
 
@@ -59,6 +59,6 @@ def elections_after_unfence(image: MetadataImage, configs: TopicConfigs, broker_
             if reg.leader == NO_LEADER and broker_id in reg.replicas:
                 elected = elect(topic, index, reg, live, configs)
                 if elected.leader != NO_LEADER:
-                    records.append(partition_record(
+                    records.append(PartitionRecord.of(
                         topic.topic_id, index, replace(elected, partition_epoch=reg.partition_epoch + 1)))
     return records

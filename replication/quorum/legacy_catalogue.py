@@ -15,7 +15,8 @@ import logging
 import os
 import uuid
 
-from .metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataRecord, partition_record
+from .metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE
+from .metadata_records import ConfigRecord, MetadataRecord, PartitionRecord, ProducerIdsRecord, TopicRecord
 from .partition_registration import PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -33,24 +34,18 @@ def legacy_records(log_dir: str, node_id: int) -> list[MetadataRecord]:
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
     records: list[MetadataRecord] = [
-        {"type": "ConfigRecord", "resource_type": BROKER_RESOURCE, "resource_name": "", "name": k, "value": v}
-        for k, v in sorted(data.get("cluster_configs", {}).items())
+        ConfigRecord(BROKER_RESOURCE, "", k, v) for k, v in sorted(data.get("cluster_configs", {}).items())
     ]
     for entry in data["topics"]:
         topic_id = uuid.UUID(entry["id"])
-        records.append({"type": "TopicRecord", "name": entry["name"], "topic_id": str(topic_id)})
-        records += [
-            {"type": "ConfigRecord", "resource_type": TOPIC_RESOURCE, "resource_name": entry["name"],
-             "name": k, "value": v}
-            for k, v in sorted(entry["configs"].items())
-        ]
+        records.append(TopicRecord(entry["name"], topic_id))
+        records += [ConfigRecord(TOPIC_RESOURCE, entry["name"], k, v) for k, v in sorted(entry["configs"].items())]
         only = (node_id,)
-        records += [partition_record(topic_id, index, PartitionRegistration(only, only, node_id, 0, 0))
+        records += [PartitionRecord.of(topic_id, index, PartitionRegistration(only, only, node_id, 0, 0))
                     for index in range(entry["partitions"])]
     next_producer_id = _next_producer_id(log_dir)
     if next_producer_id:
-        records.append({"type": "ProducerIdsRecord", "broker_id": node_id, "broker_epoch": -1,
-                        "next_producer_id": next_producer_id})
+        records.append(ProducerIdsRecord(node_id, -1, next_producer_id))
     log.info("importing the single-node catalogue %s: %d topics, next producer id %d",
              path, len(data["topics"]), next_producer_id)
     return records

@@ -1,11 +1,11 @@
-"""MetadataImage: the cluster's metadata as replayed from the metadata log, and its records.
+"""MetadataImage: the cluster's metadata as replayed from the metadata log.
 
 The active controller decides; every decision is a list of metadata records appended to the
 ``__cluster_metadata`` log; the controller and every broker build the same MetadataImage by
 replaying that log in order (KRaft's design). Records are Kafka's metadata record types by
-name — RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
-TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord — each stored
-as one record of a record batch whose value is the record as JSON.
+name — RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord, TopicRecord,
+PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord — each stored as one record
+of a record batch whose value is the record as JSON (``metadata_records`` types and encodes them).
 Deviation: Kafka encodes these records with its binary metadata schemas (which kio does not
 ship), so Kafka's metadata shell cannot read kbroker's metadata log. The log starts with a
 kbroker-only ClusterIdRecord: brokers learn the cluster id from it (Kafka formats every node's
@@ -15,15 +15,28 @@ written as a whole PartitionRecord rather than a PartitionChangeRecord delta.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, assert_never
 
 from kbroker.protocol.records import iter_records
 from kbroker.storage.log_manager import METADATA_LOG_TOPIC
 
+from .metadata_records import (
+    ClusterIdRecord,
+    ConfigRecord,
+    FenceBrokerRecord,
+    LeaderChangeRecord,
+    MetadataRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    decode_record,
+)
 from .partition_registration import PartitionRegistration
 from .raft import LEADER_CHANGE_PAYLOAD
 
@@ -31,8 +44,6 @@ METADATA_TOPIC = METADATA_LOG_TOPIC
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed id for the metadata topic
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
-
-MetadataRecord = dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -44,7 +55,6 @@ class BrokerRegistration:
     port: int
     rack: str | None
     fenced: bool = True
-    in_controlled_shutdown: bool = False
 
 
 @dataclass(slots=True)
@@ -55,27 +65,12 @@ class TopicImage:
     configs: dict[str, str] = field(default_factory=dict)
 
 
-def encode_record(record: MetadataRecord) -> bytes:
-    """One metadata record as the value of one record of the metadata log."""
-    return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
-
-
 def decode_batch(batch: bytes | memoryview) -> Iterator[tuple[int, MetadataRecord]]:
     """(offset, record) for every metadata record of a metadata log batch (the quorum's own
     LeaderChange entries are skipped)."""
     for record in iter_records(batch):
         if record.value is not None and record.value != LEADER_CHANGE_PAYLOAD:
-            yield record.offset, json.loads(record.value)
-
-
-def partition_record(topic_id: uuid.UUID, index: int, reg: PartitionRegistration) -> MetadataRecord:
-    return {
-        "type": "PartitionRecord", "topic_id": str(topic_id), "partition": index,
-        "replicas": list(reg.replicas), "isr": list(reg.isr), "leader": reg.leader,
-        "leader_epoch": reg.leader_epoch, "partition_epoch": reg.partition_epoch,
-        "elr": list(reg.elr), "last_known_elr": list(reg.last_known_elr),
-        "adding": list(reg.adding), "removing": list(reg.removing),
-    }
+            yield record.offset, decode_record(record.value)
 
 
 class MetadataImage:
@@ -96,75 +91,56 @@ class MetadataImage:
         self.next_producer_id = 0
 
     def apply(self, offset: int, record: MetadataRecord) -> None:
-        kind = record["type"]
-        getattr(self, "_apply_" + kind)(offset, record)
+        match record:
+            case ClusterIdRecord():
+                self.cluster_id = record.cluster_id
+            case RegisterBrokerRecord():
+                self.brokers[record.broker_id] = BrokerRegistration(
+                    record.broker_id, offset, record.incarnation_id, record.host, record.port, record.rack)
+            case FenceBrokerRecord():
+                self._set_fenced(record.broker_id, True)
+            case UnfenceBrokerRecord():
+                self._set_fenced(record.broker_id, False)
+            case TopicRecord():
+                topic = TopicImage(record.name, record.topic_id)
+                self.topics[topic.name] = topic
+                self.topics_by_id[topic.topic_id] = topic
+            case PartitionRecord():
+                self.topics_by_id[record.topic_id].partitions[record.partition] = record.registration()
+            case RemoveTopicRecord():
+                removed = self.topics_by_id.pop(record.topic_id, None)
+                if removed is not None:
+                    del self.topics[removed.name]
+            case ConfigRecord():
+                self._apply_config(record)
+            case ProducerIdsRecord():
+                self.next_producer_id = record.next_producer_id
+            case LeaderChangeRecord():
+                pass  # marked a new controller epoch in logs of older kbroker versions
+            case _:
+                assert_never(record)
         self.offset = offset
 
-    def _apply_ClusterIdRecord(self, offset: int, r: MetadataRecord) -> None:
-        self.cluster_id = r["cluster_id"]
-
-    def _apply_RegisterBrokerRecord(self, offset: int, r: MetadataRecord) -> None:
-        self.brokers[r["broker_id"]] = BrokerRegistration(
-            r["broker_id"], offset, r["incarnation_id"], r["host"], r["port"], r.get("rack"), fenced=True,
-        )
-
-    def _apply_UnregisterBrokerRecord(self, offset: int, r: MetadataRecord) -> None:
-        self.brokers.pop(r["broker_id"], None)
-
-    def _apply_FenceBrokerRecord(self, offset: int, r: MetadataRecord) -> None:
-        broker = self.brokers.get(r["broker_id"])
+    def _set_fenced(self, broker_id: int, fenced: bool) -> None:
+        broker = self.brokers.get(broker_id)
         if broker is not None:
-            broker.fenced = True
-            broker.in_controlled_shutdown = False
+            broker.fenced = fenced
 
-    def _apply_UnfenceBrokerRecord(self, offset: int, r: MetadataRecord) -> None:
-        broker = self.brokers.get(r["broker_id"])
-        if broker is not None:
-            broker.fenced = False
-
-    def _apply_BrokerRegistrationChangeRecord(self, offset: int, r: MetadataRecord) -> None:
-        broker = self.brokers.get(r["broker_id"])
-        if broker is not None:
-            broker.in_controlled_shutdown = r.get("in_controlled_shutdown", False)
-
-    def _apply_TopicRecord(self, offset: int, r: MetadataRecord) -> None:
-        topic = TopicImage(r["name"], uuid.UUID(r["topic_id"]))
-        self.topics[topic.name] = topic
-        self.topics_by_id[topic.topic_id] = topic
-
-    def _apply_PartitionRecord(self, offset: int, r: MetadataRecord) -> None:
-        topic = self.topics_by_id[uuid.UUID(r["topic_id"])]
-        topic.partitions[r["partition"]] = PartitionRegistration(
-            tuple(r["replicas"]), tuple(r["isr"]), r["leader"], r["leader_epoch"], r["partition_epoch"],
-            tuple(r.get("elr", ())), tuple(r.get("last_known_elr", ())),
-            tuple(r.get("adding", ())), tuple(r.get("removing", ())),
-        )
-
-    def _apply_RemoveTopicRecord(self, offset: int, r: MetadataRecord) -> None:
-        topic = self.topics_by_id.pop(uuid.UUID(r["topic_id"]), None)
-        if topic is not None:
-            del self.topics[topic.name]
-
-    def _apply_ConfigRecord(self, offset: int, r: MetadataRecord) -> None:
-        if r["resource_type"] == TOPIC_RESOURCE:
-            topic = self.topics.get(r["resource_name"])
+    def _apply_config(self, record: ConfigRecord) -> None:
+        target: dict[str, str]
+        if record.resource_type == TOPIC_RESOURCE:
+            topic = self.topics.get(record.resource_name)
             if topic is None:
                 return
             target = topic.configs
-        elif r["resource_name"] == "":
+        elif record.resource_name == "":
             target = self.cluster_configs
         else:
-            target = self.broker_configs.setdefault(int(r["resource_name"]), {})
-        if r["value"] is None:
-            target.pop(r["name"], None)
+            target = self.broker_configs.setdefault(int(record.resource_name), {})
+        if record.value is None:
+            target.pop(record.name, None)
         else:
-            target[r["name"]] = r["value"]
-
-    def _apply_ProducerIdsRecord(self, offset: int, r: MetadataRecord) -> None:
-        self.next_producer_id = r["next_producer_id"]
-
-    def _apply_LeaderChangeRecord(self, offset: int, r: MetadataRecord) -> None:
-        pass  # marks a new controller epoch in the log; nothing to apply
+            target[record.name] = record.value
 
     # --- queries --------------------------------------------------------------------------
 

@@ -25,14 +25,17 @@ from kbroker.storage.log import PartitionLog
 from . import partition_reassignment as reassignment
 from .broker_fencing import drop_from_elr, elections_after_unfence, fence_records
 from .elections import PREFERRED_ELECTION, TopicConfigs, altered_isr, elect_on_request
-from .metadata_image import (
-    TOPIC_RESOURCE,
-    MetadataImage,
+from .metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage, decode_batch
+from .metadata_records import (
+    ClusterIdRecord,
+    ConfigRecord,
     MetadataRecord,
-    TopicImage,
-    decode_batch,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    UnfenceBrokerRecord,
     encode_record,
-    partition_record,
 )
 from .partition_registration import PartitionRegistration
 from .topic_placement import partition_records, place, topic_records
@@ -98,7 +101,7 @@ class QuorumController:
     def bootstrap(self, cluster_id: str, records: Sequence[MetadataRecord], now_ms: int) -> None:
         """A new cluster's first records: its id, then ``records`` (what Kafka's storage format
         writes: the cluster-wide min.insync.replicas; an imported single-node catalogue)."""
-        self._commit([{"type": "ClusterIdRecord", "cluster_id": cluster_id}, *records], now_ms)
+        self._commit([ClusterIdRecord(cluster_id), *records], now_ms)
 
     def deactivate(self) -> None:
         if self.active:
@@ -165,10 +168,7 @@ class QuorumController:
             records += fence_records(self.image, self._configs, broker_id)
         if current is not None and previous_broker_epoch != current.broker_epoch:
             records += drop_from_elr(self.image, broker_id)
-        records.append({
-            "type": "RegisterBrokerRecord", "broker_id": broker_id, "incarnation_id": incarnation_id,
-            "host": host, "port": port, "rack": rack,
-        })
+        records.append(RegisterBrokerRecord(broker_id, incarnation_id, host, port, rack))
         self._last_heartbeat_ms[broker_id] = now_ms
         self._commit(records, now_ms)
         epoch = self.image.brokers[broker_id].broker_epoch
@@ -191,7 +191,7 @@ class QuorumController:
                 log.info("broker %d finished a controlled shutdown", broker_id)
             return caught_up, True, True
         if broker.fenced and not want_fence and caught_up:
-            self._commit([{"type": "UnfenceBrokerRecord", "broker_id": broker_id, "epoch": broker_epoch},
+            self._commit([UnfenceBrokerRecord(broker_id, broker_epoch),
                           *elections_after_unfence(self.image, self._configs, broker_id)], now_ms)
             log.info("broker %d unfenced", broker_id)
         return caught_up, self.image.brokers[broker_id].fenced, False
@@ -226,7 +226,7 @@ class QuorumController:
             except KafkaError as exc:
                 results[(name, index)] = (exc.code, exc.message)
                 continue
-            records.append(partition_record(topic.topic_id, index, changed))
+            records.append(PartitionRecord.of(topic.topic_id, index, changed))
             results[(name, index)] = (ErrorCode.none, None)
         self._commit(records, now_ms)
         return results
@@ -284,7 +284,7 @@ class QuorumController:
             except KafkaError as exc:
                 results[(name, index)] = (exc.code, exc.message)
                 continue
-            records.append(partition_record(topic.topic_id, index, changed))
+            records.append(PartitionRecord.of(topic.topic_id, index, changed))
             results[(name, index)] = (ErrorCode.none, None)
         self._commit(records, now_ms)
         return results
@@ -317,7 +317,7 @@ class QuorumController:
         reg = topic.partitions[index]
         changed = altered_isr(self.image, self._configs, topic, reg, broker_id, leader_epoch, partition_epoch,
                               new_isr)
-        self._commit([partition_record(topic_id, index, changed)], now_ms)
+        self._commit([PartitionRecord.of(topic_id, index, changed)], now_ms)
         log.info("%s-%d ISR %s -> %s (partition epoch %d)", topic.name, index, list(reg.isr), list(changed.isr),
                  changed.partition_epoch)
         return changed
@@ -384,7 +384,7 @@ class QuorumController:
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
-        self._commit([{"type": "RemoveTopicRecord", "topic_id": str(topic.topic_id)}], now_ms)
+        self._commit([RemoveTopicRecord(topic.topic_id)], now_ms)
         log.info("deleted topic %s (%s)", name, topic.topic_id)
         return topic
 
@@ -394,11 +394,7 @@ class QuorumController:
         self._require_active()
         if resource_type == TOPIC_RESOURCE and resource_name not in self.image.topics:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{resource_name}' does not exist.")
-        self._commit([
-            {"type": "ConfigRecord", "resource_type": resource_type, "resource_name": resource_name,
-             "name": k, "value": v}
-            for k, v in sorted(values.items())
-        ], now_ms)
+        self._commit([ConfigRecord(resource_type, resource_name, k, v) for k, v in sorted(values.items())], now_ms)
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int, now_ms: int) -> tuple[int, int]:
         self._require_active()
@@ -406,8 +402,7 @@ class QuorumController:
         if broker is None or broker.broker_epoch != broker_epoch:
             raise KafkaError(ErrorCode.stale_broker_epoch)
         start = self.image.next_producer_id
-        self._commit([{"type": "ProducerIdsRecord", "broker_id": broker_id, "broker_epoch": broker_epoch,
-                       "next_producer_id": start + PRODUCER_ID_BLOCK_SIZE}], now_ms)
+        self._commit([ProducerIdsRecord(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK_SIZE)], now_ms)
         return start, PRODUCER_ID_BLOCK_SIZE
 
     # --- placement and per-topic settings -------------------------------------------------

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
-from .metadata_image import TOPIC_RESOURCE, BrokerRegistration, MetadataRecord, partition_record
+from .metadata_image import TOPIC_RESOURCE, BrokerRegistration
+from .metadata_records import ConfigRecord, MetadataRecord, PartitionRecord, TopicRecord
 from .partition_registration import PartitionRegistration
 
 
@@ -50,7 +51,7 @@ def partition_records(topic_id: uuid.UUID, first_partition: int,
                       replica_lists: Sequence[Sequence[int]]) -> list[MetadataRecord]:
     """PartitionRecords of new partitions, numbered from ``first_partition``."""
     return [
-        partition_record(topic_id, first_partition + i, PartitionRegistration(tuple(rs), tuple(rs), rs[0], 0, 0))
+        PartitionRecord.of(topic_id, first_partition + i, PartitionRegistration(tuple(rs), tuple(rs), rs[0], 0, 0))
         for i, rs in enumerate(replica_lists)
     ]
 
@@ -58,9 +59,6 @@ def partition_records(topic_id: uuid.UUID, first_partition: int,
 def topic_records(name: str, topic_id: uuid.UUID, configs: Mapping[str, str],
                   replica_lists: Sequence[Sequence[int]]) -> list[MetadataRecord]:
     """A new topic: its TopicRecord, its config overrides, its partitions."""
-    records: list[MetadataRecord] = [{"type": "TopicRecord", "name": name, "topic_id": str(topic_id)}]
-    records += [
-        {"type": "ConfigRecord", "resource_type": TOPIC_RESOURCE, "resource_name": name, "name": k, "value": v}
-        for k, v in sorted(configs.items())
-    ]
+    records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
+    records += [ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(configs.items())]
     return records + partition_records(topic_id, 0, replica_lists)
