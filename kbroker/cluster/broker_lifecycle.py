@@ -19,6 +19,7 @@ import datetime
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kio.schema.allocate_producer_ids.v0 import request as allocate_v0
@@ -28,7 +29,6 @@ from kio.schema.broker_registration.v4 import request as registration_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 
 from kbroker.cluster.controller_channel import LocalControllerClient
-from kbroker.config.kafka_config import KafkaConfig
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.node.meta_properties import adopt_cluster_id
 from kbroker.protocol.codec import build
@@ -50,10 +50,21 @@ RETRY_BACKOFF_S = 0.1
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 
 
+@dataclass(frozen=True, slots=True)
+class LifecycleSettings:
+    """The keys the lifecycle acts on, read once by the composition root
+    (``kbroker.config.settings.lifecycle_settings``)."""
+
+    quorum_voters: tuple[tuple[int, str, int], ...]  # controller.quorum.voters: (node id, host, port)
+    heartbeat_interval_ms: int = 2000  # broker.heartbeat.interval.ms
+    # The listener name the broker registers its inter-broker endpoint under.
+    inter_broker_listener_name: str = "PLAINTEXT"
+    rack: str | None = None  # broker.rack
+
+
 class LifecycleBroker(Protocol):
     """What the lifecycle uses of its broker (the composition root, which this module does not import)."""
 
-    config: KafkaConfig
     node_id: int
     log_dirs: list[str]
     cluster_id: str  # adopted from the metadata log when the log dirs name none yet
@@ -80,12 +91,12 @@ class LocalVoter(Protocol):
 
 
 class BrokerLifecycleManager:
-    def __init__(self, broker: LifecycleBroker, bind_host: str, host: str, port: int,
+    def __init__(self, broker: LifecycleBroker, settings: LifecycleSettings, bind_host: str, host: str, port: int,
                  local_controller: LocalVoter | None = None) -> None:
         self.broker = broker
-        self.config = broker.config
+        self.settings = settings
         self.host, self.port = host, port  # this broker's (advertised) inter-broker endpoint
-        self.voters = {node: (h, p) for node, h, p in self.config.quorum_voters}
+        self.voters = {node: (h, p) for node, h, p in settings.quorum_voters}
         self.source = bind_host or None
         self.local_controller = local_controller  # this node's own voter (combined node), if any
         # The active controller, as far as we know: our own voter first, else the first one.
@@ -180,12 +191,12 @@ class BrokerLifecycleManager:
     async def _register(self) -> None:
         m = registration_v4
         while True:
-            listener = m.Listener(name=self.config.get("inter.broker.listener.name") or "PLAINTEXT",
+            listener = m.Listener(name=self.settings.inter_broker_listener_name,
                                   host=self.host, port=self.port, security_protocol=0)
             request = build(
                 m.BrokerRegistrationRequest, broker_id=self.broker.node_id, cluster_id=self.broker.cluster_id,
                 incarnation_id=self.incarnation_id, listeners=(listener,), features=(),
-                rack=self.config.get("broker.rack"), is_migrating_zk_broker=False, log_dirs=(),
+                rack=self.settings.rack, is_migrating_zk_broker=False, log_dirs=(),
                 previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
             )
             try:
@@ -216,7 +227,7 @@ class BrokerLifecycleManager:
         return await self.control.request(63, 1, request, timeout_s=5.0)
 
     async def _heartbeat_loop(self) -> None:
-        interval = self.config.get_int("broker.heartbeat.interval.ms") / 1000
+        interval = self.settings.heartbeat_interval_ms / 1000
         while not self._shutting_down and not self._stopped:
             if self.fenced and self.image.offset < self.broker_epoch:
                 # The controller unfences a broker that has replayed its own registration: ask

@@ -30,8 +30,8 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
-    from kbroker.config.kafka_config import KafkaConfig
     from kbroker.groups.group_registry import GroupRegistry
+    from kbroker.groups.group_settings import ClassicGroupSettings
     from kbroker.groups.offset_store import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -41,13 +41,13 @@ _E, _P, _C, _S, _D = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupSta
 
 
 class ClassicGroupCoordinator:
-    def __init__(self, offset_store: OffsetStore, config: KafkaConfig, registry: GroupRegistry,
+    def __init__(self, offset_store: OffsetStore, settings: ClassicGroupSettings, registry: GroupRegistry,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = offset_store
         self.clock = clock
         self.registry = registry
-        self.initial_delay_ms = config.get_int("group.initial.rebalance.delay.ms")
-        self.max_size = config.get_int("group.max.size")
+        self.initial_delay_ms = settings.initial_rebalance_delay_ms
+        self.max_size = settings.max_size
 
     # ----- start-up -------------------------------------------------------------------------
 

@@ -54,8 +54,8 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
-    from kbroker.config.kafka_config import KafkaConfig
     from kbroker.groups.classic_coordinator import ClassicGroupCoordinator
+    from kbroker.groups.group_settings import ConsumerGroupSettings
     from kbroker.groups.offset_store import OffsetStore
     from kbroker.replication.forwarding_controller import ForwardingController
 
@@ -107,8 +107,9 @@ def _invalid(message: str) -> KafkaError:
 
 
 class ConsumerGroupCoordinator:
-    def __init__(self, config: KafkaConfig, controller: ForwardingController, service: GroupServiceParts | None,
-                 store: OffsetStore | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, settings: ConsumerGroupSettings, controller: ForwardingController,
+                 service: GroupServiceParts | None, store: OffsetStore | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.controller = controller
         self.clock = clock
         # On its own (service None, in tests) it has a map of its own and no classic groups.
@@ -116,19 +117,11 @@ class ConsumerGroupCoordinator:
         self.classic = service.classic if service is not None else None
         self.store = store
         self.log = ConsumerGroupLog(store)
-        self.session_timeout_ms = config.get_int("group.consumer.session.timeout.ms")
-        self.heartbeat_interval_ms = config.get_int("group.consumer.heartbeat.interval.ms")
-        self.max_size = config.get_int("group.consumer.max.size")
-        configured = [n for n in (config.get("group.consumer.assignors") or "").split(",") if n.strip()]
-        self.assignors = [name for name in (assignors.canonical_name(n) for n in configured) if name]
-        for unknown in (n.strip() for n in configured if assignors.canonical_name(n) is None):
-            log.warning("group.consumer.assignors: %s is not a known assignor (uniform, range); ignored", unknown)
-        if not self.assignors:
-            self.assignors = [assignors.UNIFORM]
-        self.migration_policy = (config.get("group.consumer.migration.policy") or "bidirectional").strip().lower()
-        if self.migration_policy not in migration.POLICIES:
-            log.warning("group.consumer.migration.policy: unknown value %s; using bidirectional", self.migration_policy)
-            self.migration_policy = "bidirectional"
+        self.session_timeout_ms = settings.session_timeout_ms
+        self.heartbeat_interval_ms = settings.heartbeat_interval_ms
+        self.max_size = settings.max_size
+        self.assignors = settings.assignors
+        self.migration_policy = settings.migration_policy
 
     # ----- lookups used by the group service and the group handlers ------------------------
 

@@ -16,29 +16,30 @@ from kbroker.groups import classic_members
 from kbroker.groups.classic_coordinator import ClassicGroupCoordinator
 from kbroker.groups.classic_group import ClassicGroup, JoinResult, SyncResult
 from kbroker.groups.group_registry import GroupRegistry, Ownership
+from kbroker.groups.group_settings import GroupCoordinatorSettings
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
-    from kbroker.config.kafka_config import KafkaConfig
     from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
     from kbroker.groups.consumer_group import ConsumerGroup
     from kbroker.groups.offset_store import OffsetAndMetadata, OffsetStore
 
 
 class GroupCoordinator:
-    def __init__(self, offset_store: OffsetStore, config: KafkaConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, offset_store: OffsetStore, settings: GroupCoordinatorSettings,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = offset_store
         self.clock = clock
         self.registry = GroupRegistry()
-        self.classic = ClassicGroupCoordinator(offset_store, config, self.registry, clock)
+        self.classic = ClassicGroupCoordinator(offset_store, settings.classic, self.registry, clock)
         # KIP-848 consumer groups: attached by the composition root once it has the controller
         # (None: this service coordinates classic groups only).
         self.consumer: ConsumerGroupCoordinator | None = None
-        self.min_session_ms = config.get_int("group.min.session.timeout.ms")
-        self.max_session_ms = config.get_int("group.max.session.timeout.ms")
-        self.retention_ms = config.get_int("offsets.retention.minutes") * 60_000
-        self.retention_check_s = config.get_int("offsets.retention.check.interval.ms") / 1000
+        self.min_session_ms = settings.min_session_timeout_ms
+        self.max_session_ms = settings.max_session_timeout_ms
+        self.retention_ms = settings.offsets_retention_ms
+        self.retention_check_s = settings.offsets_retention_check_interval_ms / 1000
         self._retention_timer: asyncio.TimerHandle | None = None
 
     @property

@@ -32,9 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kbroker.config.kafka_config import KafkaConfig
 from kbroker.network.connection import KafkaConnection
-from kbroker.network.connection_quotas import ConnectionQuotas, parse_per_ip_overrides, resolve_per_ip_overrides
+from kbroker.network.connection_quotas import ConnectionQuotas, resolve_per_ip_overrides
 from kbroker.network.memory_pool import MemoryPool
 from kbroker.network.rate_limited_log import RateLimitedLogger
 
@@ -56,7 +55,8 @@ _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 @dataclass(frozen=True, slots=True)
 class SocketServerSettings:
-    """The socket server's keys (Kafka's names and defaults)."""
+    """The socket server's keys (Kafka's names and defaults), read once by the composition root
+    (``kbroker.config.settings.socket_server_settings``)."""
 
     socket_request_max_bytes: int = 104_857_600
     max_connections: int = 2**31 - 1
@@ -65,19 +65,6 @@ class SocketServerSettings:
     connections_max_idle_ms: int = 600_000
     queued_max_request_bytes: int = -1
     inter_broker_listener: str | None = None
-
-    @classmethod
-    def from_config(cls, config: KafkaConfig) -> SocketServerSettings:
-        return cls(
-            socket_request_max_bytes=config.get_int("socket.request.max.bytes"),
-            max_connections=config.get_int("max.connections"),
-            max_connections_per_ip=config.get_int("max.connections.per.ip"),
-            max_connections_per_ip_overrides=parse_per_ip_overrides(
-                config.get("max.connections.per.ip.overrides") or ""),
-            connections_max_idle_ms=config.get_int("connections.max.idle.ms"),
-            queued_max_request_bytes=config.get_int("queued.max.request.bytes"),
-            inter_broker_listener=(config.get("inter.broker.listener.name") or "").upper() or None,
-        )
 
 
 class SocketServer:

@@ -20,20 +20,27 @@ from typing import TYPE_CHECKING
 
 from kbroker.cluster.broker_lifecycle import BrokerLifecycleManager
 from kbroker.config.kafka_config import KafkaConfig
+from kbroker.config.settings import (
+    group_coordinator_settings,
+    handler_settings,
+    lifecycle_settings,
+    replication_settings,
+    socket_server_settings,
+)
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
 from kbroker.groups.coordinator import GroupCoordinator
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 from kbroker.groups.partition_ownership import GroupPartitionOwnership
 from kbroker.handlers import HANDLERS
-from kbroker.handlers.services import BrokerServices, BrokerSettings
+from kbroker.handlers.services import BrokerServices
 from kbroker.network.dispatcher import Dispatcher
-from kbroker.network.socket_server import SocketServer, SocketServerSettings
+from kbroker.network.socket_server import SocketServer
 from kbroker.node.meta_properties import init_log_dirs
 from kbroker.node.open_file_limit import segment_file_budget
 from kbroker.replication.forwarding_controller import ForwardingController
 from kbroker.replication.quorum.producer_ids import ControllerProducerIdManager
 from kbroker.replication.replica_manager import ReplicaManager
-from kbroker.replication.replication_settings import ClusterLinks, ReplicationSettings
+from kbroker.replication.replication_settings import ClusterLinks
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log_cleaner import LogCleaner
 from kbroker.storage.log_manager import LogManager
@@ -48,21 +55,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_S = 60.0
-
-
-def handler_settings(config: KafkaConfig) -> BrokerSettings:
-    """The broker keys the request handlers act on, read once."""
-    return BrokerSettings(
-        auto_create_topics_enable=config.get_bool("auto.create.topics.enable"),
-        delete_topic_enable=config.get_bool("delete.topic.enable"),
-        offsets_topic_num_partitions=config.get_int("offsets.topic.num.partitions"),
-        offsets_topic_replication_factor=config.get_int("offsets.topic.replication.factor"),
-        offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
-        transaction_state_log_num_partitions=config.get_int("transaction.state.log.num.partitions"),
-        transaction_state_log_replication_factor=config.get_int("transaction.state.log.replication.factor"),
-        transaction_state_log_min_isr=config.get_int("transaction.state.log.min.isr"),
-        transaction_state_log_segment_bytes=config.get_int("transaction.state.log.segment.bytes"),
-    )
 
 
 class Broker:
@@ -92,10 +84,11 @@ class Broker:
         self.offset_store = OffsetStore(
             self.controller, self.replica_manager, config.get_int("offsets.topic.num.partitions"), clock
         )
-        self.group_coordinator = GroupCoordinator(self.offset_store, config, clock)
+        group_settings = group_coordinator_settings(config)
+        self.group_coordinator = GroupCoordinator(self.offset_store, group_settings, clock)
         # KIP-848 consumer groups; the classic coordinator defers to it for their group ids.
-        self.consumer_coordinator = ConsumerGroupCoordinator(config, self.controller, self.group_coordinator,
-                                                             self.offset_store, clock)
+        self.consumer_coordinator = ConsumerGroupCoordinator(group_settings.consumer, self.controller,
+                                                             self.group_coordinator, self.offset_store, clock)
         self.group_coordinator.consumer = self.consumer_coordinator
         self.group_coordinator.ownership = ownership = GroupPartitionOwnership(
             self.offset_store, self.group_coordinator, self.consumer_coordinator)
@@ -126,6 +119,7 @@ class Broker:
             settings=handler_settings(config), clock=clock,
         )
         self.dispatcher = Dispatcher(self.services, HANDLERS, self.forward_to_controller, self.ready)
+        self.socket_settings = socket_server_settings(config)
         self.socket_servers: list[SocketServer] = []
         self.bound: list[tuple[str, str, int]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -195,13 +189,12 @@ class Broker:
     def _open_listeners(self) -> None:
         """A single node's controller listeners get a SocketServer of their own: Kafka counts
         connections (max.connections, per ip) for its broker and its controller apart."""
-        settings = SocketServerSettings.from_config(self.config)
         listeners = self.broker_listeners()
         names = self.config.controller_listener_names
         bound = {}
         for group in ([lis for lis in listeners if lis[0] not in names], [lis for lis in listeners if lis[0] in names]):
             if group:
-                server = SocketServer(self.dispatcher, settings, group)
+                server = SocketServer(self.dispatcher, self.socket_settings, group)
                 self.socket_servers.append(server)
                 bound.update((name, (name, host, port)) for name, host, port in server.start())
         self.bound = [bound[name] for name, _host, _port in listeners]
@@ -214,22 +207,14 @@ class Broker:
         for a_name, a_host, a_port in self.config.advertised_listeners:
             if a_name == name and a_host:
                 host, port = a_host, a_port or port
-        self.lifecycle = BrokerLifecycleManager(self, bind_host, host, port, self.local_controller)
+        self.lifecycle = BrokerLifecycleManager(self, lifecycle_settings(self.config), bind_host, host, port,
+                                                self.local_controller)
         self.replica_manager.configure_cluster(
             ClusterLinks(source_host=bind_host or None, endpoint=self.lifecycle.endpoint,
                          broker_epoch=lambda: self._lifecycle().broker_epoch,
                          alter_partition=self.lifecycle.alter_partition,
                          replica_eligible=self.lifecycle.replica_eligible, rack=self.lifecycle.rack),
-            ReplicationSettings(
-                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
-                replica_fetch_wait_max_ms=self.config.get_int("replica.fetch.wait.max.ms"),
-                replica_fetch_min_bytes=self.config.get_int("replica.fetch.min.bytes"),
-                replica_fetch_max_bytes=self.config.get_int("replica.fetch.max.bytes"),
-                replica_fetch_response_max_bytes=self.config.get_int("replica.fetch.response.max.bytes"),
-                replica_fetch_backoff_ms=self.config.get_int("replica.fetch.backoff.ms"),
-                replica_socket_timeout_ms=self.config.get_int("replica.socket.timeout.ms"),
-                replica_selector_class=self.config.get("replica.selector.class"),
-            ),
+            replication_settings(self.config),
         )
         await self.replica_manager.start()
         await self.lifecycle.start()

@@ -18,10 +18,11 @@ from typing import Any
 
 from kbroker.cluster.quorum_driver import QuorumDriver
 from kbroker.config.kafka_config import KafkaConfig
+from kbroker.config.settings import socket_server_settings
 from kbroker.controller_handlers import CONTROLLER_HANDLERS
 from kbroker.controller_handlers.services import ControllerServices
 from kbroker.network.dispatcher import Dispatcher
-from kbroker.network.socket_server import SocketServer, SocketServerSettings
+from kbroker.network.socket_server import SocketServer
 from kbroker.node.meta_properties import adopt_cluster_id, random_id
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.legacy_catalogue import legacy_records, mark_imported
@@ -106,7 +107,7 @@ class ControllerNode:
         names = self.config.controller_listener_names
         listeners = [listener for listener in self.config.listeners if listener[0] in names]
         if listeners:
-            self.socket_server = SocketServer(self.dispatcher, SocketServerSettings.from_config(self.config),
+            self.socket_server = SocketServer(self.dispatcher, socket_server_settings(self.config),
                                               listeners)
             self.bound = self.socket_server.start()
         elif set(self.voters) != {self.node_id}:

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
-from kbroker.config.kafka_config import KafkaConfig
 from kbroker.groups import consumer_protocol
 from kbroker.groups.classic_group import GroupState
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
 from kbroker.groups.consumer_group import GroupState as ConsumerState
 from kbroker.groups.coordinator import GroupCoordinator
+from kbroker.groups.group_settings import ClassicGroupSettings, ConsumerGroupSettings, GroupCoordinatorSettings
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 
 T = uuid.UUID(int=1)
@@ -70,12 +70,12 @@ class World:
         return store
 
 
-def wire(world: World, **overrides: str) -> tuple[GroupCoordinator, ConsumerGroupCoordinator]:
-    settings = {"group.initial.rebalance.delay.ms": "50", **overrides}
-    config = KafkaConfig(settings, dict.fromkeys(settings, "test"))
+def wire(world: World, migration_policy: str = "bidirectional") -> tuple[GroupCoordinator, ConsumerGroupCoordinator]:
+    settings = GroupCoordinatorSettings(classic=ClassicGroupSettings(initial_rebalance_delay_ms=50),
+                                        consumer=ConsumerGroupSettings(migration_policy=migration_policy))
     store = world.store()
-    classic = GroupCoordinator(store, config)
-    consumer = ConsumerGroupCoordinator(config, world, classic, store)  # type: ignore[arg-type]
+    classic = GroupCoordinator(store, settings)
+    consumer = ConsumerGroupCoordinator(settings.consumer, world, classic, store)  # type: ignore[arg-type]
     classic.consumer = consumer
     return classic, consumer
 
@@ -203,7 +203,7 @@ def test_last_consumer_member_leaving_downgrades() -> None:
 @pytest.mark.parametrize("policy", ["disabled", "downgrade"])
 def test_upgrade_refused_by_policy(policy: str) -> None:
     async def body() -> None:
-        classic, consumer = wire(World(), **{"group.consumer.migration.policy": policy})
+        classic, consumer = wire(World(), migration_policy=policy)
         await stable_classic_group(classic)
         with pytest.raises(KafkaError) as info:
             consumer_join(consumer)
@@ -225,7 +225,7 @@ def test_upgrade_refused_for_another_protocol_type() -> None:
 
 def test_no_downgrade_under_upgrade_policy_and_wrong_protocol_refused() -> None:
     async def body() -> None:
-        classic, consumer = wire(World(), **{"group.consumer.migration.policy": "upgrade"})
+        classic, consumer = wire(World(), migration_policy="upgrade")
         a, _ = await stable_classic_group(classic)
         consumer_join(consumer)
         joined = await classic.join("g", "", None, "connect", [("x", b"")], 10_000, 10_000, "c", "h", False)

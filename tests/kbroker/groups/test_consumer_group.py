@@ -16,20 +16,19 @@ from typing import Any
 import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
-from kbroker.config.kafka_config import KafkaConfig
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
 from kbroker.groups.consumer_group import GroupState, MemberState
+from kbroker.groups.group_settings import ConsumerGroupSettings
 
 T = uuid.UUID(int=7)
 
 
 def make(topics: dict[str, int] | None = None, store: Any = None,
-         **overrides: str) -> tuple[ConsumerGroupCoordinator, Any]:
+         **settings: Any) -> tuple[ConsumerGroupCoordinator, Any]:
     controller = SimpleNamespace(topics={
         name: SimpleNamespace(topic_id=uuid.UUID(int=7 + i), partitions=n)
         for i, (name, n) in enumerate((topics or {"t": 6}).items())})
-    config = KafkaConfig(dict(overrides), {k: "test" for k in overrides})
-    return ConsumerGroupCoordinator(config, controller, None, store), controller
+    return ConsumerGroupCoordinator(ConsumerGroupSettings(**settings), controller, None, store), controller
 
 
 def join(c: ConsumerGroupCoordinator, member: str, topics: tuple[str, ...] = ("t",), **kw: Any) -> Any:
@@ -129,7 +128,7 @@ def test_member_epoch_fencing_and_lost_response() -> None:
 
 def test_leave_reassigns_and_session_and_rebalance_timeouts_fence() -> None:
     async def body() -> None:
-        c, _ = make(**{"group.consumer.session.timeout.ms": "200"})
+        c, _ = make(session_timeout_ms=200)
         join(c, "a")
         join(c, "b", rebalance_ms=100)
         r = beat(c, "a", 1, {T: set(range(6))})
@@ -171,7 +170,7 @@ def test_member_that_does_not_revoke_is_fenced_after_rebalance_timeout() -> None
 
 def test_validation_errors() -> None:
     def t() -> None:
-        c, _ = make(**{"group.consumer.max.size": "1"})
+        c, _ = make(max_size=1)
         req = HeartbeatRequest("", "a", 0, rebalance_timeout_ms=1, subscribed_topic_names=[], owned={})
         assert error_of(lambda: c.heartbeat(req)) == ErrorCode.invalid_request
         assert error_of(lambda: c.heartbeat(HeartbeatRequest("g", "", 0, rebalance_timeout_ms=1,
@@ -262,7 +261,7 @@ def test_records_replay_into_the_same_group() -> None:
         before = c.groups["g"]
         c.stop()
 
-        restored = ConsumerGroupCoordinator(c_config(), controller, None)
+        restored = ConsumerGroupCoordinator(ConsumerGroupSettings(), controller, None)
         restored.load(store.log)
         group = restored.groups["g"]
         assert (group.group_epoch, group.assignment_epoch, group.assignor_name) == (
@@ -281,10 +280,6 @@ def test_records_replay_into_the_same_group() -> None:
         restored.stop()
 
     asyncio.run(body())
-
-
-def c_config() -> KafkaConfig:
-    return KafkaConfig({}, {})
 
 
 class FullDiskStore(FakeStore):

@@ -17,11 +17,11 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from kbroker.config.kafka_config import KafkaConfig
 from kbroker.groups.classic_group import GroupState
 from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
 from kbroker.groups.consumer_group import GroupState as ConsumerState
 from kbroker.groups.coordinator import GroupCoordinator
+from kbroker.groups.group_settings import ClassicGroupSettings, ConsumerGroupSettings, GroupCoordinatorSettings
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetAndMetadata, OffsetStore
 
 RETENTION_MS = 60_000
@@ -70,13 +70,12 @@ class World:
 
 
 def coordinators(world: World) -> tuple[GroupCoordinator, ConsumerGroupCoordinator]:
-    config = KafkaConfig({"offsets.retention.minutes": "1", "group.initial.rebalance.delay.ms": "0"},
-                         {"offsets.retention.minutes": "test", "group.initial.rebalance.delay.ms": "test"})
+    settings = GroupCoordinatorSettings(offsets_retention_ms=RETENTION_MS,
+                                        classic=ClassicGroupSettings(initial_rebalance_delay_ms=0))
     store = world.store()
-    classic = GroupCoordinator(store, config)
-    consumer = ConsumerGroupCoordinator(config, world, classic, store)  # type: ignore[arg-type]
+    classic = GroupCoordinator(store, settings)
+    consumer = ConsumerGroupCoordinator(settings.consumer, world, classic, store)  # type: ignore[arg-type]
     classic.consumer = consumer
-    assert classic.retention_ms == RETENTION_MS
     return classic, consumer
 
 
@@ -123,7 +122,7 @@ def test_empty_classic_group_expires_retention_after_it_became_empty_and_is_dele
         reloaded = world.reloaded()
         assert "g" not in reloaded.committed or reloaded.committed["g"] == {}
         assert reloaded.loaded_groups["g"] is None  # the group metadata got its tombstone
-        restarted = GroupCoordinator(reloaded, KafkaConfig({}, {}))
+        restarted = GroupCoordinator(reloaded, GroupCoordinatorSettings())
         restarted.classic.load()
         assert "g" not in restarted.groups  # not brought back by its offsets' tombstones
         classic.stop()
@@ -220,7 +219,7 @@ def test_consumer_group_loses_unsubscribed_offsets_then_is_deleted_when_empty() 
         assert consumer.group("cg") is None and group.state is ConsumerState.DEAD
         reloaded = world.reloaded()
         assert reloaded.committed.get("cg", {}) == {}
-        restored = ConsumerGroupCoordinator(KafkaConfig({}, {}), world, None)  # type: ignore[arg-type]
+        restored = ConsumerGroupCoordinator(ConsumerGroupSettings(), world, None)  # type: ignore[arg-type]
         restored.load(reloaded.consumer_group_records)
         assert "cg" not in restored.groups  # its records got tombstones
         assert CONSUMER_OFFSETS_TOPIC in world.topics
