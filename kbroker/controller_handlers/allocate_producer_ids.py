@@ -6,15 +6,16 @@ brokers ever hand out the same producer id and ids are never reused after a rest
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
-from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
+    from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
+    from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
 
 API_KEY = 67
 MIN_VERSION = 0

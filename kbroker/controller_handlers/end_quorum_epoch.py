@@ -6,13 +6,14 @@ is what the RaftNode replies. Only the metadata partition (``__cluster_metadata-
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from kio.schema.end_quorum_epoch.v0.request import EndQuorumEpochRequest
-from kio.schema.end_quorum_epoch.v0.response import EndQuorumEpochResponse
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.controller_handlers.services import HasRaftQuorum
 from kbroker.network.context import RequestContext
+
+if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
+    from kio.schema.end_quorum_epoch.v0.request import EndQuorumEpochRequest
+    from kio.schema.end_quorum_epoch.v0.response import EndQuorumEpochResponse
 
 API_KEY = 54
 MIN_VERSION = 0

@@ -6,15 +6,16 @@ replicas; a null topic list means every partition; finished or unknown partition
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
-from kio.schema.list_partition_reassignments.v0.response import ListPartitionReassignmentsResponse
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.controller_handlers.services import HasQuorumController
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
+    from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+    from kio.schema.list_partition_reassignments.v0.response import ListPartitionReassignmentsResponse
 
 API_KEY = 46
 MIN_VERSION = 0

@@ -11,16 +11,17 @@ broker moves to it. A fetch below the log start or past its end is OFFSET_OUT_OF
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
-
-from kio.schema.fetch.v12.request import FetchRequest
-from kio.schema.fetch.v12.response import FetchResponse
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.controller_handlers.services import HasQuorumController, HasRaftQuorum
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replication.quorum.metadata_image import METADATA_TOPIC
+
+if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
+    from kio.schema.fetch.v12.request import FetchRequest
+    from kio.schema.fetch.v12.response import FetchResponse
 
 API_KEY = 1
 MIN_VERSION = 12

@@ -7,15 +7,16 @@ transaction (-1 if none). An unknown partition gets UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from kio.schema.describe_producers.v0.request import DescribeProducersRequest
-from kio.schema.describe_producers.v0.response import DescribeProducersResponse
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.handlers.services import HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+    from kio.schema.describe_producers.v0.response import DescribeProducersResponse
 
 API_KEY = 61
 MIN_VERSION = 0

@@ -13,10 +13,7 @@ boundary the cursor names the next topic's partition 0, as Kafka does.
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
-from kio.schema.describe_topic_partitions.v0.response import DescribeTopicPartitionsResponse
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
@@ -25,6 +22,10 @@ from kbroker.protocol.errors import ErrorCode
 from kbroker.replication.quorum.partition_registration import NO_LEADER
 
 from .metadata import TOPIC_OPERATIONS
+
+if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
+    from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
+    from kio.schema.describe_topic_partitions.v0.response import DescribeTopicPartitionsResponse
 
 API_KEY = 75
 MIN_VERSION = 0

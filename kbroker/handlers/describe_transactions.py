@@ -8,15 +8,16 @@ an unknown id gets TRANSACTIONAL_ID_NOT_FOUND.
 from __future__ import annotations
 
 import datetime
-from typing import Protocol
-
-from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
-from kio.schema.describe_transactions.v0.response import DescribeTransactionsResponse
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+    from kio.schema.describe_transactions.v0.response import DescribeTransactionsResponse
 
 API_KEY = 65
 MIN_VERSION = 0
