@@ -50,6 +50,7 @@ from kbroker.groups.consumer_group import (
 )
 from kbroker.groups.consumer_group_log import ConsumerGroupLog, preferred_assignor
 from kbroker.groups.group_registry import GroupRegistry
+from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
     from kbroker.replication.forwarding_controller import ForwardingController
 
 log = logging.getLogger(__name__)
+# Per request: every heartbeat of a new member retries the upgrade of a classic group it cannot read.
+_limited = RateLimitedLogger(log)
 
 FIRST_CLIENT_MEMBER_ID_VERSION = 1  # v1+: the consumer generates its member id
 
@@ -430,7 +433,7 @@ class ConsumerGroupCoordinator:
         try:
             group = migration.to_consumer_group(classic, self.topics())
         except ValueError as exc:
-            log.info("cannot upgrade classic group %s: malformed consumer protocol (%s)", classic.group_id, exc)
+            _limited.info("cannot upgrade classic group %s: malformed consumer protocol (%s)", classic.group_id, exc)
             return None
         # Tombstone the classic group's metadata first: if that fails, the group stays classic.
         if self.store is not None:

@@ -238,3 +238,24 @@ def test_no_downgrade_under_upgrade_policy_and_wrong_protocol_refused() -> None:
             m.cancel_timers()
         classic.stop()
     run(body)
+
+
+def test_a_classic_group_that_cannot_be_read_is_refused_without_flooding_the_log(caplog) -> None:
+    """Each consumer-protocol heartbeat retries the upgrade; a group whose ConsumerProtocol
+    subscription is malformed refuses every one (GROUP_ID_NOT_FOUND) and logs why at most a
+    handful of times a minute (issue 13: nothing a client repeats may flood the log)."""
+    async def body() -> None:
+        classic, consumer = wire(World())
+        protocols = [("range", b"\x00")]  # not a ConsumerProtocolSubscription
+        joined = await classic.join("g", "", None, "consumer", protocols, 10_000, 10_000, "c", "h", False)
+        synced = await classic.sync("g", joined.generation_id, joined.member_id, None, "consumer", "range", {})
+        assert synced.error == ErrorCode.none
+        caplog.set_level("INFO", logger="kbroker.groups.consumer_coordinator")
+        for attempt in range(50):
+            with pytest.raises(KafkaError) as info:
+                consumer_join(consumer, member=f"new-{attempt}")
+            assert info.value.code == ErrorCode.group_id_not_found
+        logged = [r for r in caplog.records if "cannot upgrade classic group" in r.getMessage()]
+        assert 1 <= len(logged) <= 5
+        classic.stop()
+    run(body)
