@@ -1,15 +1,22 @@
-"""A replicated test cluster of either implementation: one controller and three brokers.
+"""A replicated test cluster of either implementation, in one of Kafka's three deployment layouts.
 
 ``KafkaCluster`` runs real Apache Kafka 4.3.1 JVMs from the Maven jars (``compat.deps``), and
-``KbrokerCluster`` runs ``python -m kbroker serve`` processes. Both use one topology (the
-design notes of the replication issue): a controller-only node ``node.id=100`` on 127.0.0.21
-(or, with ``controllers=3``, a three-voter quorum 100-102 on 127.0.0.21-23) and brokers 1, 2, 3
-on 127.0.0.11, .12, .13, each on a port that is free on its own address.
-Both get the same settings (short heartbeats and sessions so a crashed leader is replaced
-within seconds, RF 3 and ``min.insync.replicas=2`` by default), overridable through ``extra``.
+``KbrokerCluster`` runs ``python -m kbroker serve`` processes. Both run the same topology
+(``topology=``), named as Kafka's documentation names the KRaft modes:
+
+- ``isolated`` (the default, the design notes of the replication issue): a controller-only node
+  ``node.id=100`` on 127.0.0.21 (or, with ``controllers=3``, a three-voter quorum 100-102 on
+  127.0.0.21-23) and broker-only nodes 1, 2, 3 on 127.0.0.11, .12, .13;
+- ``combined``: nodes 1, 2, 3 on 127.0.0.11-13, each with ``process.roles=broker,controller``, a
+  PLAINTEXT and a CONTROLLER listener, all three the static voters (Kafka's small-cluster layout);
+- ``mixed``: the three combined nodes plus a broker-only node 4 on 127.0.0.14.
+
+Every listener is on a port that is free on its node's own address. Both implementations get the
+same settings (short heartbeats and sessions so a crashed leader is replaced within seconds, RF 3
+and ``min.insync.replicas=2`` by default), overridable through ``extra``.
 
 Nodes are controlled one by one: ``kill`` (SIGKILL), ``stop`` (SIGTERM), ``start_node``
-(same port and data), ``pause``/``resume`` (SIGSTOP/SIGCONT). Each node keeps its data and
+(same ports and data), ``pause``/``resume`` (SIGSTOP/SIGCONT). Each node keeps its data and
 logs under ``workdir/node-<id>``. ``metadata()`` is a raw Metadata request to one broker,
 so a caller can ask a chosen broker what it believes (a client library would pick any).
 """
@@ -49,10 +56,12 @@ from compat.targets import (
 )
 
 CONTROLLER_ID = 100
-CONTROLLER_HOST = "127.0.0.21"
 # A three-voter controller quorum (``controllers=3``): nodes 100-102 on 127.0.0.21-23.
 CONTROLLER_HOSTS: dict[int, str] = {100: "127.0.0.21", 101: "127.0.0.22", 102: "127.0.0.23"}
 BROKER_HOSTS: dict[int, str] = {1: "127.0.0.11", 2: "127.0.0.12", 3: "127.0.0.13"}
+# The broker-only node the mixed topology adds beside the three combined nodes.
+MIXED_BROKER_HOSTS: dict[int, str] = {4: "127.0.0.14"}
+TOPOLOGIES = ("isolated", "combined", "mixed")
 READY_TIMEOUT_S = 120.0
 
 # Settings every node of both clusters runs with; ``extra`` wins over them.
@@ -82,26 +91,35 @@ KAFKA_CONTROLLER_JVM = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredSt
 
 
 def node_settings(
-    node_id: int, host: str, port: int, voters: str, log_dir: Path, extra: dict[str, str] | None
+    node_id: int, roles: str, host: str, ports: dict[str, int], voters: str, log_dir: Path,
+    extra: dict[str, str] | None,
 ) -> dict[str, str]:
-    """The ``server.properties`` keys of one node of the topology (``voters``: id@host:port,...)."""
+    """The ``server.properties`` keys of one node (``roles``: Kafka's ``process.roles``; ``ports``:
+    listener name to port; ``voters``: id@host:port,...)."""
     settings = {
         "node.id": str(node_id),
+        "process.roles": roles,
         "controller.listener.names": "CONTROLLER",
         "controller.quorum.voters": voters,
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listeners": ",".join(f"{name}://{host}:{port}" for name, port in ports.items()),
         "log.dirs": str(log_dir),
     }
-    if node_id in CONTROLLER_HOSTS:
-        settings |= {"process.roles": "controller", "listeners": f"CONTROLLER://{host}:{port}"}
-    else:
+    if "PLAINTEXT" in ports:  # a broker: clients and the other brokers reach it there
         settings |= {
-            "process.roles": "broker",
-            "listeners": f"PLAINTEXT://{host}:{port}",
-            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{ports['PLAINTEXT']}",
             "inter.broker.listener.name": "PLAINTEXT",
         }
     return {**settings, **CLUSTER_SETTINGS, **(extra or {})}
+
+
+def listener_port(settings: dict[str, str], name: str) -> int | None:
+    """The port of listener ``name`` in a node's ``listeners`` (None when it has no such listener)."""
+    for listener in settings["listeners"].split(","):
+        listener_name, _, address = listener.partition("://")
+        if listener_name == name:
+            return int(address.rpartition(":")[2])
+    return None
 
 
 class ClusterNode(ProcessTarget):
@@ -114,6 +132,14 @@ class ClusterNode(ProcessTarget):
         self.paused = False
         self.log = self.workdir / "stdout.log"
         self.diagnostics = self.log  # the file whose tail explains a failed start
+        self.roles = set(settings["process.roles"].split(","))
+        controller_port = listener_port(settings, "CONTROLLER")
+        self.controller_port = port if controller_port is None else controller_port
+
+    @property
+    def controller_bootstrap(self) -> str:
+        """Where ``--bootstrap-controller`` reaches this node's controller listener."""
+        return f"{self.host}:{self.controller_port}"
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -165,7 +191,7 @@ class KafkaNode(ClusterNode):
         self.diagnostics = self.server_log  # log4j writes there; stdout stays nearly empty
         self.java = shutil.which("java") or "java"
         self.classpath = kafka_classpath()
-        self.heap = KAFKA_CONTROLLER_JVM if node_id in CONTROLLER_HOSTS else KAFKA_BROKER_JVM
+        self.heap = KAFKA_BROKER_JVM if "broker" in self.roles else KAFKA_CONTROLLER_JVM
 
     def java_command(self, *args: str, heap: list[str] | None = None) -> list[str]:
         return [
@@ -206,35 +232,45 @@ class KbrokerNode(ClusterNode):
 
 
 class Cluster:
-    """One controller and three brokers of one implementation (see the module docstring)."""
+    """The nodes of one topology of one implementation (see the module docstring)."""
 
     name = "cluster"
 
     def __init__(self, workdir: Path, extra: dict[str, str] | None = None, controllers: int = 1,
-                 node_extra: dict[int, dict[str, str]] | None = None) -> None:
+                 node_extra: dict[int, dict[str, str]] | None = None, topology: str = "isolated") -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.controller_ids = sorted(CONTROLLER_HOSTS)[:controllers]
-        hosts = {**{c: CONTROLLER_HOSTS[c] for c in self.controller_ids}, **BROKER_HOSTS}
-        ports = {node_id: free_port(host) for node_id, host in hosts.items()}
-        voters = ",".join(f"{c}@{CONTROLLER_HOSTS[c]}:{ports[c]}" for c in self.controller_ids)
+        self.topology = topology
+        roles = topology_roles(topology, controllers)
+        self.controller_ids = sorted(n for n, r in roles.items() if "controller" in r)
+        self.broker_ids = sorted(n for n, r in roles.items() if "broker" in r)
+        hosts = {**CONTROLLER_HOSTS, **BROKER_HOSTS, **MIXED_BROKER_HOSTS}
+        ports: dict[int, dict[str, int]] = {
+            node_id: {name: free_port(hosts[node_id]) for name in listener_names(node_roles)}
+            for node_id, node_roles in roles.items()
+        }
+        voters = ",".join(f"{c}@{hosts[c]}:{ports[c]['CONTROLLER']}" for c in self.controller_ids)
         self.nodes: dict[int, ClusterNode] = {}
-        for node_id, host in hosts.items():
+        for node_id, node_roles in roles.items():
             node_dir = self.workdir / f"node-{node_id}"
-            settings = node_settings(node_id, host, ports[node_id], voters, node_dir / "data",
+            node_ports = ports[node_id]
+            settings = node_settings(node_id, node_roles, hosts[node_id], node_ports, voters, node_dir / "data",
                                      {**(extra or {}), **(node_extra or {}).get(node_id, {})})
-            self.nodes[node_id] = self.make_node(node_dir, node_id, host, ports[node_id], settings)
+            # A node's own port is where it is waited for and bootstrapped: a broker's client listener.
+            port = node_ports["PLAINTEXT"] if "PLAINTEXT" in node_ports else node_ports["CONTROLLER"]
+            self.nodes[node_id] = self.make_node(node_dir, node_id, hosts[node_id], port, settings)
 
     def make_node(self, workdir: Path, node_id: int, host: str, port: int, settings: dict[str, str]) -> ClusterNode:
         raise NotImplementedError
 
     @property
-    def broker_ids(self) -> list[int]:
-        return sorted(BROKER_HOSTS)
-
-    @property
     def bootstrap(self) -> str:
         return ",".join(self.nodes[b].bootstrap for b in self.broker_ids)
+
+    @property
+    def controller_bootstrap(self) -> str:
+        """Every voter's controller listener, as ``--bootstrap-controller`` takes them."""
+        return ",".join(self.nodes[c].controller_bootstrap for c in self.controller_ids)
 
     def host(self, node_id: int) -> str:
         return self.nodes[node_id].host
@@ -298,16 +334,11 @@ class Cluster:
         self.nodes[node_id].resume()
 
     def close(self) -> None:
-        """Stop the brokers (together, so their controlled shutdowns overlap), then the controller."""
-        brokers = [self.nodes[b] for b in self.broker_ids if self.nodes[b].is_running()]
-        threads = [threading.Thread(target=node.stop) for node in brokers]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(STOP_TIMEOUT_S + 5)
-        for controller in self.controller_ids:
-            if self.nodes[controller].is_running():
-                self.nodes[controller].stop()
+        """Stop the broker-only nodes (together, so their controlled shutdowns overlap), then the
+        voters (together too: a combined voter stopping alone after the others would wait for a
+        quorum that is gone)."""
+        stop_together([n for n in self.nodes.values() if "controller" not in n.roles])
+        stop_together([n for n in self.nodes.values() if "controller" in n.roles])
 
     def metadata(self, node_id: int, topics: list[str], timeout: float = 2.0) -> Any:
         """A Metadata v12 request to one broker; raises ``OSError`` when it does not answer in time."""
@@ -327,7 +358,7 @@ class Cluster:
 
 
 class KafkaCluster(Cluster):
-    """Four Kafka 4.3.1 JVMs; every node's storage is formatted with one cluster id first."""
+    """Kafka 4.3.1 JVMs; every node's storage is formatted with one cluster id first."""
 
     name = "kafka"
 
@@ -346,7 +377,7 @@ class KafkaCluster(Cluster):
 
 
 class KbrokerCluster(Cluster):
-    """Four kbroker processes (cluster mode, because ``controller.quorum.voters`` is set)."""
+    """kbroker processes (cluster mode, because ``controller.quorum.voters`` is set)."""
 
     name = "kbroker"
 
@@ -354,12 +385,39 @@ class KbrokerCluster(Cluster):
         return KbrokerNode(workdir, node_id, host, port, settings)
 
 
+def topology_roles(topology: str, controllers: int) -> dict[int, str]:
+    """Each node's ``process.roles`` in ``topology`` (``controllers``: voters of ``isolated`` only)."""
+    combined = dict.fromkeys(BROKER_HOSTS, "broker,controller")
+    if topology == "combined":
+        return combined
+    if topology == "mixed":
+        return {**combined, **dict.fromkeys(MIXED_BROKER_HOSTS, "broker")}
+    if topology != "isolated":
+        raise ValueError(f"unknown topology {topology!r}: one of {', '.join(TOPOLOGIES)}")
+    voters = sorted(CONTROLLER_HOSTS)[:controllers]
+    return {**dict.fromkeys(voters, "controller"), **dict.fromkeys(BROKER_HOSTS, "broker")}
+
+
+def listener_names(roles: str) -> list[str]:
+    """The listeners a node of ``roles`` opens: PLAINTEXT for a broker, CONTROLLER for a voter."""
+    return [name for role, name in (("broker", "PLAINTEXT"), ("controller", "CONTROLLER")) if role in roles.split(",")]
+
+
+def stop_together(nodes: list[ClusterNode]) -> None:
+    """SIGTERM every running node of ``nodes`` at once and wait for them all."""
+    threads = [threading.Thread(target=node.stop) for node in nodes if node.is_running()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(STOP_TIMEOUT_S + 5)
+
+
 def make_cluster(target: str, workdir: Path, extra: dict[str, str] | None = None, controllers: int = 1,
-                 node_extra: dict[int, dict[str, str]] | None = None) -> Cluster:
+                 node_extra: dict[int, dict[str, str]] | None = None, topology: str = "isolated") -> Cluster:
     """``KafkaCluster`` for "kafka", ``KbrokerCluster`` for "kbroker" (``node_extra``: settings of
-    single nodes, e.g. ``broker.rack``)."""
+    single nodes, e.g. ``broker.rack``; ``topology``: one of ``TOPOLOGIES``)."""
     kinds: dict[str, type[Cluster]] = {"kafka": KafkaCluster, "kbroker": KbrokerCluster}
-    return kinds[target](workdir, extra, controllers, node_extra)
+    return kinds[target](workdir, extra, controllers, node_extra, topology)
 
 
 # --- a raw Metadata request to one chosen broker ---------------------------------------------------
