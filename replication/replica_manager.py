@@ -165,9 +165,9 @@ class ReplicaManager:
         if partition is None:
             partition = self.make_leader(topic, index, topic_id)
             self._configure_partition(partition)
-            # No high watermark checkpoint yet: start at the log start offset, never above
-            # what was committed (a leader's rises as soon as its ISR fetches).
-            partition.high_watermark = partition.log_start_offset
+            # Resume from the checkpointed high watermark (the log start offset without one):
+            # never above what was committed; a leader's rises as soon as its ISR fetches.
+            partition.high_watermark = self.log_manager.checkpointed_high_watermark(topic, index)
         if registration.leader == self.broker_id:
             if self.fetcher_manager is not None:
                 self.fetcher_manager.remove_partition(topic, index)
@@ -188,6 +188,10 @@ class ReplicaManager:
             partition = Partition(topic, index, topic_id, plog, self.broker_id, self.clock)
             self.partitions[(topic, index)] = partition
         return partition
+
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        """Every hosted partition's high watermark, for ``replication-offset-checkpoint``."""
+        return {key: partition.high_watermark for key, partition in self.partitions.items()}
 
     def remove_partition(self, topic: str, index: int) -> None:
         partition = self.partitions.pop((topic, index), None)

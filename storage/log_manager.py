@@ -1,8 +1,9 @@
 """LogManager: every PartitionLog in every ``log.dirs`` directory, their checkpoints and startup.
 
-Per log directory (Kafka's layout): ``recovery-point-offset-checkpoint`` and
-``log-start-offset-checkpoint`` (``topic partition offset`` entries) and the
-``.kafka_cleanshutdown`` marker, written last by a clean shutdown and removed at start-up.
+Per log directory (Kafka's layout): ``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint`` and ``replication-offset-checkpoint`` (the high watermarks the
+replica manager hands in; ``topic partition offset`` entries) and the ``.kafka_cleanshutdown``
+marker, written last by a clean shutdown and removed at start-up.
 Without the marker, segments past each partition's recovery point are CRC-scanned and a torn
 tail is cut (``PartitionLog.load``). A shutdown writes no marker in a dir where a log is
 offline or a checkpoint could not be written, so the next start recovers it.
@@ -23,7 +24,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from .checkpoint import read_checkpoint, write_checkpoint
@@ -42,6 +43,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 METADATA_LOG_TOPIC = "__cluster_metadata"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 
 TopicPartition = tuple[str, int]
 
@@ -66,6 +68,10 @@ class LogManager:
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._logs_in = dict.fromkeys(self.log_dirs, 0)  # a new log goes to the dir with fewest
+        # The last high watermark handed in (or read at start-up) per log: a restarted replica
+        # resumes from it instead of its log start, and a partition the replica manager has not
+        # taken up yet keeps its entry when the file is written again.
+        self._high_watermarks: dict[TopicPartition, int] = {}
         # The broker epoch a clean shutdown recorded in every dir's marker, else -1 (KIP-966:
         # the controller trusts a replica's ELR claim only after a clean shutdown).
         self.clean_shutdown_broker_epoch = -1
@@ -84,6 +90,7 @@ class LogManager:
                 log.warning("log dir %s was not shut down cleanly: recovering unflushed segments", log_dir)
             recovery_points = _offsets(os.path.join(log_dir, RECOVERY_POINT_FILE))
             start_offsets = _offsets(os.path.join(log_dir, LOG_START_OFFSET_FILE))
+            high_watermarks = _offsets(os.path.join(log_dir, HIGH_WATERMARK_FILE))
             names = [n for n in sorted(os.listdir(log_dir)) if parse_partition_dir(n)]
             last_report = time.monotonic()
             for done, name in enumerate(names):
@@ -102,6 +109,8 @@ class LogManager:
                 )
                 plog.load(clean_shutdown=clean)
                 self.logs[tp] = plog
+                if tp in high_watermarks:
+                    self._high_watermarks[tp] = high_watermarks[tp]
                 self._dir_of[tp] = log_dir
                 self._logs_in[log_dir] += 1
             if clean:
@@ -132,6 +141,7 @@ class LogManager:
 
     def delete(self, topic: str, partition: int) -> None:
         plog = self.logs.pop((topic, partition), None)
+        self._high_watermarks.pop((topic, partition), None)
         log_dir = self._dir_of.pop((topic, partition), None)
         if log_dir is not None:
             self._logs_in[log_dir] -= 1
@@ -169,10 +179,33 @@ class LogManager:
                 self.health.write_succeeded(log_dir)
         return failed
 
-    def shutdown(self, broker_epoch: int = -1) -> None:
-        """Flush and close every log, checkpoint, then mark each dir cleanly shut down (Kafka's
-        marker: ``{"version":0,"brokerEpoch":N}``) — unless something there could not be
-        written, so that the next start recovers that dir."""
+    def checkpointed_high_watermark(self, topic: str, partition: int) -> int:
+        """The high watermark a replica of this log resumes from: the last one checkpointed,
+        within the log's bounds (its start offset when none was)."""
+        plog = self.logs[(topic, partition)]
+        hw = self._high_watermarks.get((topic, partition), plog.log_start_offset)
+        return min(max(hw, plog.log_start_offset), plog.log_end_offset)
+
+    def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> list[str]:
+        """Write ``replication-offset-checkpoint`` in every log dir (Kafka's
+        ``replica.high.watermark.checkpoint.interval.ms``); returns the dirs where it failed."""
+        self._high_watermarks.update((tp, hw) for tp, hw in high_watermarks.items() if tp in self.logs)
+        failed = []
+        for log_dir in self.log_dirs:
+            entries = sorted((t, p, hw) for (t, p), hw in self._high_watermarks.items()
+                             if self._dir_of.get((t, p)) == log_dir)
+            try:
+                write_checkpoint(os.path.join(log_dir, HIGH_WATERMARK_FILE),
+                                 [(t, str(p), str(hw)) for t, p, hw in entries])
+            except OSError as exc:
+                self.health.write_failed(log_dir, "high watermark checkpoint", exc)
+                failed.append(log_dir)
+        return failed
+
+    def shutdown(self, broker_epoch: int = -1, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
+        """Flush and close every log, checkpoint (the high watermarks too, when given), then
+        mark each dir cleanly shut down (Kafka's marker: ``{"version":0,"brokerEpoch":N}``) —
+        unless something there could not be written, so that the next start recovers that dir."""
         now_ms = self.clock.wall_ms()
         # While several threads close logs, the descriptor cache must not close a segment file
         # that another thread is syncing: it stops evicting. Open descriptors stay bounded all
@@ -182,6 +215,8 @@ class LogManager:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-shutdown") as pool:
             unclean = {d for d in pool.map(lambda tp: self._close_log(tp, now_ms), list(self.logs)) if d}
         unclean.update(self.checkpoint())
+        if high_watermarks is not None:
+            unclean.update(self.checkpoint_high_watermarks(high_watermarks))
         for log_dir in self.log_dirs:
             if log_dir in unclean:
                 log.warning("shutdown: log dir %s is not marked clean; the next start recovers it", log_dir)

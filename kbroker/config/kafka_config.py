@@ -130,6 +130,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("broker.session.timeout.ms", _I, "9000"),
         ("broker.heartbeat.interval.ms", _I, "2000"),
         ("replica.lag.time.max.ms", _L, "30000"),
+        ("replica.high.watermark.checkpoint.interval.ms", _L, "5000"),
         ("replica.fetch.wait.max.ms", _I, "500"),
         ("replica.fetch.min.bytes", _I, "1"),
         ("replica.fetch.max.bytes", _I, "1048576"),

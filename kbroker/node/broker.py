@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_INTERVAL_S = 60.0
 
 
 class Broker:
@@ -180,6 +179,7 @@ class Broker:
             )
             self._tasks.append(loop.create_task(self.log_cleaner.run()))
         self._tasks.append(loop.create_task(self._checkpoint_loop()))
+        self._tasks.append(loop.create_task(self._high_watermark_checkpoint_loop()))
         self._tasks.append(loop.create_task(self._producer_expiry_loop()))
         self._tasks.append(loop.create_task(self._transaction_timeout_loop()))
         flush_interval_ms = self.config.get_int("log.flush.scheduler.interval.ms")
@@ -279,9 +279,19 @@ class Broker:
                     log.debug("flush of %s-%d failed: %s", partition.topic, partition.index, exc)
 
     async def _checkpoint_loop(self) -> None:
+        """Recovery points and log start offsets (log.flush.offset.checkpoint.interval.ms)."""
+        interval = self.config.get_int("log.flush.offset.checkpoint.interval.ms") / 1000
         while True:
-            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+            await asyncio.sleep(interval)
             self.log_manager.checkpoint()
+
+    async def _high_watermark_checkpoint_loop(self) -> None:
+        """High watermarks (replica.high.watermark.checkpoint.interval.ms), so a restarted
+        replica resumes from a recent one instead of its log start."""
+        interval = self.config.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.log_manager.checkpoint_high_watermarks(self.replica_manager.high_watermarks())
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, close logs cleanly."""
@@ -308,5 +318,6 @@ class Broker:
         for conn in connections:
             if conn.transport is not None:
                 conn.transport.close()
-        self.log_manager.shutdown(self.lifecycle.broker_epoch if self.lifecycle is not None else -1)
+        self.log_manager.shutdown(self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
+                                  self.replica_manager.high_watermarks())
         log.info("shut down cleanly")

@@ -287,3 +287,27 @@ def test_single_node_partitions_commit_at_once(tmp_path, acks):
         assert rm.get_partition("s", 0).high_watermark == 2
 
     asyncio.run(scenario())
+
+
+def test_a_restarted_leader_resumes_from_its_checkpointed_high_watermark(tmp_path):
+    """replication-offset-checkpoint: a leader that restarts exposes what was committed before
+    (offset 3 of 5 here), neither its whole log (offsets 3-4 were never replicated) nor nothing."""
+    async def scenario() -> None:
+        controller, node = leader_node(tmp_path, [1, 2])
+        rm = node.replica_manager
+        rm.append_records("t", 0, records(5), 1)
+        await follower_fetch(node, 2, 3)
+        assert node.partition("t").high_watermark == 3
+        node.log_manager.shutdown(high_watermarks=rm.high_watermarks())
+        assert (tmp_path / "n1" / "replication-offset-checkpoint").read_text() == "0\n1\nt 0 3\n"
+
+        restarted = ReplicaNode(1, "127.0.0.1", str(tmp_path / "n1"), LogConfig())
+        controller.nodes[1] = restarted
+        restarted.replica_manager.configure_cluster(controller.links(restarted), SETTINGS)
+        controller.elect("t", 0, leader=1)
+        partition = restarted.partition("t")
+        assert (partition.log_end_offset, partition.high_watermark) == (5, 3)
+        await follower_fetch(restarted, 2, 5)
+        assert partition.high_watermark == 5
+
+    asyncio.run(scenario())

@@ -42,3 +42,23 @@ def test_a_shutdown_on_eight_threads_closes_every_log_and_loses_nothing(tmp_path
         piece = plog.read(1, 1 << 20, plog.log_end_offset, True)
         assert b"%d-1." % p in piece.segment.read_bytes(piece.position, piece.length)
     again.shutdown()
+
+
+def test_high_watermark_checkpoint_is_kept_within_the_log_and_survives_partitions_not_yet_taken_up(tmp_path):
+    """replication-offset-checkpoint (Kafka's format): a checkpointed high watermark is read back
+    clamped to [log start, log end]; a log without one resumes from its log start; writing the
+    file again before the replica manager has taken a partition up keeps that partition's entry."""
+    manager = LogManager([str(tmp_path)], lambda _topic: LogConfig())
+    manager.startup()
+    for p in range(3):
+        plog = manager.create("t", p, "id")
+        plog.append_as_leader(memoryview(bytearray(build_batch([(None, b"v")] * 4, base_timestamp=NOW))), 0, NOW)
+    manager.shutdown(high_watermarks={("t", 0): 2, ("t", 1): 9})
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n2\nt 0 2\nt 1 9\n"
+
+    again = LogManager([str(tmp_path)], lambda _topic: LogConfig())
+    again.startup()
+    assert [again.checkpointed_high_watermark("t", p) for p in range(3)] == [2, 4, 0]
+    again.checkpoint_high_watermarks({("t", 2): 1})
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n3\nt 0 2\nt 1 9\nt 2 1\n"
+    again.shutdown()
