@@ -38,7 +38,7 @@ from .metadata_records import (
     encode_record,
 )
 from .partition_registration import PartitionRegistration
-from .topic_placement import partition_records, place, topic_records
+from .topic_placement import new_partitions, partition_records, place, place_topic, topic_records
 from .topic_rules import check_replica_lists, colliding_topic
 
 log = logging.getLogger(__name__)
@@ -347,12 +347,13 @@ class QuorumController:
             if rf <= 0:
                 raise KafkaError(ErrorCode.invalid_replication_factor,
                                  "Replication factor must be larger than 0, or -1 to use the default value.")
-            replica_lists = self._place(partitions, rf, 0)
+            replica_lists = place_topic(self.image.brokers.values(), partitions, rf)
+        registrations = new_partitions(replica_lists, self._unfenced(), 0)
         topic_id = uuid.uuid4()
         topic = TopicImage(name, topic_id)
         if validate_only:
             return topic
-        self._commit(topic_records(name, topic_id, configs, replica_lists), now_ms)
+        self._commit(topic_records(name, topic_id, configs, registrations), now_ms)
         log.info("created topic %s (%s) with %d partition(s), replicas %s", name, topic_id, len(replica_lists),
                  replica_lists)
         return self.image.topics[name]
@@ -374,10 +375,11 @@ class QuorumController:
             replica_lists = [list(a) for a in assignments]
             self._check_assignment(replica_lists)
         else:
-            replica_lists = self._place(count - old, rf, old)
+            replica_lists = place(self.image.brokers.values(), count - old, rf)
+        registrations = new_partitions(replica_lists, self._unfenced(), old)
         if validate_only:
             return
-        self._commit(partition_records(topic.topic_id, old, replica_lists), now_ms)
+        self._commit(partition_records(topic.topic_id, old, registrations), now_ms)
 
     def delete_topic(self, name: str, now_ms: int) -> TopicImage:
         self._require_active()
@@ -407,9 +409,9 @@ class QuorumController:
 
     # --- placement and per-topic settings -------------------------------------------------
 
-    def _place(self, partitions: int, replication_factor: int, first_partition: int) -> list[list[int]]:
-        """Rack-aware round robin over the live brokers (``topic_placement.place``)."""
-        return place(self.image.live_brokers(), partitions, replication_factor, first_partition)
+    def _unfenced(self) -> set[int]:
+        """New partitions' ISR candidates (``topic_placement.new_partitions``)."""
+        return {b.broker_id for b in self.image.live_brokers()}
 
     def _check_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
         check_replica_lists(replica_lists, self.image.brokers)

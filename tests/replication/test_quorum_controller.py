@@ -100,6 +100,41 @@ def test_topic_placement_spreads_leaders_and_alternates_racks(tmp_path):
     assert_log_is_the_truth(controller)
 
 
+def test_a_fenced_broker_still_gets_replicas_of_new_partitions_outside_the_isr(tmp_path):
+    """Kafka 4 places on every registered broker: with broker 3 fenced (its session expired),
+    RF 3 topics and new partitions are still created, led by 1 or 2, with 3 outside the ISR;
+    once 3 is back, its leader's AlterPartition brings it into the ISR."""
+    controller = make_controller(tmp_path)
+    epochs = start_brokers(controller)
+    for broker_id in (1, 2):
+        controller.heartbeat(broker_id, epochs[broker_id], controller.image.offset, False, False, SESSION_MS - 1)
+    controller.fence_expired_sessions(SESSION_MS)
+    assert controller.image.brokers[3].fenced
+    topic = controller.create_topic("t", 4, 3, {}, {}, False, SESSION_MS)
+    controller.create_partitions("t", 6, (), False, SESSION_MS)
+    regs = controller.image.topics["t"].partitions
+    assert len(regs) == 6
+    for reg in regs.values():
+        assert sorted(reg.replicas) == [1, 2, 3] and reg.leader in (1, 2), reg
+        assert reg.isr == tuple(r for r in reg.replicas if r != 3) and reg.isr[0] == reg.leader, reg
+    with pytest.raises(KafkaError) as only_fenced:
+        controller.create_topic("manual", -1, -1, {0: [3]}, {}, False, SESSION_MS)
+    assert only_fenced.value.code == ErrorCode.invalid_replica_assignment
+    with pytest.raises(KafkaError) as too_many:
+        controller.create_topic("u", 1, 4, {}, {}, False, SESSION_MS)
+    assert too_many.value.message == (
+        "Unable to replicate the partition 4 time(s): The target replication factor of 4 cannot be reached "
+        "because only 3 broker(s) are registered or some brokers have all their log directories cordoned.")
+    # Broker 3 restarts (a new incarnation) and catches up; its leader adds it to the ISR.
+    epochs[3] = controller.register_broker(3, "incarnation-3b", "127.0.0.13", 9092, None, SESSION_MS + 1)
+    controller.heartbeat(3, epochs[3], controller.image.offset, False, False, SESSION_MS + 1)
+    reg = regs[0]
+    grown = controller.alter_partition(reg.leader, epochs[reg.leader], topic.topic_id, 0, reg.leader_epoch,
+                                       reg.partition_epoch, [*reg.isr, 3], SESSION_MS + 2)
+    assert sorted(grown.isr) == [1, 2, 3]
+    assert_log_is_the_truth(controller)
+
+
 def test_session_expiry_moves_leadership_to_an_isr_member_with_a_new_epoch(tmp_path):
     controller = make_controller(tmp_path)
     epochs = start_brokers(controller)
