@@ -156,11 +156,18 @@ class BrokerLifecycleManager:
         host, port = self.voters[self.controller_id]
         client_id = f"broker-{self.broker.node_id}"
         self.control: InterBrokerClient | LocalControllerClient
+        self.heartbeats: InterBrokerClient | LocalControllerClient
         if self.local_controller is not None and self.controller_id == self.broker.node_id:
             self.control = LocalControllerClient(self.local_controller.node_id, self.local_controller.dispatcher,
                                                  client_id)
+            self.heartbeats = self.control  # in process: no connection whose closing could fence us
         else:
             self.control = InterBrokerClient(host, port, self.source, client_id)
+            # Registration and heartbeats get a connection of their own (Kafka's lifecycle manager
+            # has its own channel too): the controller fences a broker soon after the broker side
+            # closes the connection its heartbeats came on (kbroker.broker.disconnect.fence.ms), and
+            # a forwarded admin request that times out closes ``control``.
+            self.heartbeats = InterBrokerClient(host, port, self.source, client_id + "-heartbeat")
         # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.
         self.metadata = InterBrokerClient(host, port, self.source, client_id + "-metadata")
 
@@ -175,6 +182,7 @@ class BrokerLifecycleManager:
             hint = ids[(ids.index(self.controller_id) + 1) % len(ids)]
         log.info("switching to controller %d", hint)
         self.control.close()
+        self.heartbeats.close()
         self.metadata.close()
         self.controller_id = hint
         self._connect()
@@ -184,6 +192,7 @@ class BrokerLifecycleManager:
         for task in self._tasks:
             task.cancel()
         self.control.close()
+        self.heartbeats.close()
         self.metadata.close()
 
     # --- registration and heartbeats ------------------------------------------------------
@@ -200,7 +209,7 @@ class BrokerLifecycleManager:
                 previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
             )
             try:
-                response = await self.control.request(62, 4, request, timeout_s=10.0)
+                response = await self.heartbeats.request(62, 4, request, timeout_s=10.0)
             except (ConnectionError, TimeoutError) as exc:
                 log.info("registration: controller %d not reachable (%s)", self.controller_id, exc)
                 self._find_controller()
@@ -224,7 +233,7 @@ class BrokerLifecycleManager:
             broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
             current_metadata_offset=self.image.offset, want_fence=False, want_shut_down=want_shut_down,
         )
-        return await self.control.request(63, 1, request, timeout_s=5.0)
+        return await self.heartbeats.request(63, 1, request, timeout_s=5.0)
 
     async def _heartbeat_loop(self) -> None:
         interval = self.settings.heartbeat_interval_ms / 1000

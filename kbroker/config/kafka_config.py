@@ -129,6 +129,9 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("metadata.log.dir", _S, None),
         ("broker.session.timeout.ms", _I, "9000"),
         ("broker.heartbeat.interval.ms", _I, "2000"),
+        # kbroker's own: a broker whose heartbeat connection its side closed (a crash) and that is
+        # not heard from again within this grace is fenced then (replication/quorum/broker_sessions.py)
+        ("kbroker.broker.disconnect.fence.ms", _I, "1000"),
         ("replica.lag.time.max.ms", _L, "30000"),
         ("replica.high.watermark.checkpoint.interval.ms", _L, "5000"),
         ("replica.fetch.wait.max.ms", _I, "500"),

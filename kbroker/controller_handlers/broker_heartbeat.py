@@ -4,6 +4,9 @@ A registered broker starts fenced; it is unfenced by the first heartbeat that do
 stay fenced once it has replayed the metadata log up to its own registration. ``want_shut_down``
 is a controlled shutdown: leadership moves off the broker and it is fenced before it exits.
 A heartbeat with an old broker epoch gets STALE_BROKER_EPOCH (the broker re-registers).
+The connection it came on is remembered: if the broker's side closes it, the broker is fenced
+soon after unless it is heard from again (``kbroker.broker.disconnect.fence.ms``,
+replication/quorum/broker_sessions.py).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     try:
         caught_up, fenced, shut_down = services.controller.heartbeat(
             request.broker_id, request.broker_epoch, request.current_metadata_offset, request.want_fence,
-            request.want_shut_down, services.clock.wall_ms(),
+            request.want_shut_down, services.clock.wall_ms(), connection=ctx.connection,
         )
         await services.committed()
     except KafkaError as exc:

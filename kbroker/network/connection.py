@@ -86,7 +86,7 @@ class ConnectionOwner(Protocol):
 class KafkaConnection(asyncio.BufferedProtocol):
     __slots__ = (
         "_drained", "_fd", "_filled", "_frame_size", "_muted", "_partial", "_pending", "_reserved", "client_host",
-        "closed", "draining", "in_flight", "last_active", "listener", "peer", "server", "transport",
+        "closed", "closed_by_peer", "draining", "in_flight", "last_active", "listener", "peer", "server", "transport",
     )
 
     def __init__(self, server: ConnectionOwner, listener: str, client_host: str, peer: str) -> None:
@@ -99,6 +99,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.in_flight: asyncio.Task[None] | None = None  # the request being handled
         self.draining = False  # shutting down: finish the request in hand, start no new one
         self.closed = False
+        self.closed_by_peer = False  # the peer ended it (end of file or reset), not this side
         self._fd = -1
         self._frame_size = -1  # declared size of the frame being received, once its prefix is read
         self._partial: bytearray | None = None  # that frame's body while it arrives
@@ -161,6 +162,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return None  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.closed_by_peer = not self.closed  # close() marks it closed before the transport goes
         self.closed = True
         self._partial = None
         self._pending = None

@@ -27,6 +27,9 @@ class RequestContext(Generic[S_co]):
     header: RequestHeader
     client_host: str
     handlers: Mapping[int, ModuleType]  # the table this request was dispatched from (ApiVersions lists it)
+    # The connection the request came on (its peer address, which Dispatcher.peer_closed names
+    # when the peer closes it); None for a request answered in process.
+    connection: str | None = None
 
     @property
     def api_version(self) -> int:

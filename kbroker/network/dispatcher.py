@@ -55,13 +55,21 @@ class Dispatcher(Generic[S]):
     modules that declare ``FORWARD_TO_CONTROLLER``."""
 
     def __init__(self, services: S, handlers: Mapping[int, ModuleType], forward: ForwardToController | None = None,
-                 ready: asyncio.Event | None = None) -> None:
+                 ready: asyncio.Event | None = None, on_peer_closed: Callable[[str], None] | None = None) -> None:
         self.services = services
         self.handlers = handlers
         self.forward = forward
         # Set once the node may serve requests: until then a request waits (its connection was
         # accepted), as Kafka's broker processes none before it is unfenced.
         self.ready = ready
+        # Told the peer address of each connection its peer closed (end of file or reset), for a
+        # node that tracks who is connected (the controller's broker sessions).
+        self.on_peer_closed = on_peer_closed
+
+    def peer_closed(self, peer: str) -> None:
+        """The peer closed the connection whose requests carried ``RequestContext.connection == peer``."""
+        if self.on_peer_closed is not None:
+            self.on_peer_closed(peer)
 
     async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes | EncodedResponse | object | None:
         """The encoded response, NO_RESPONSE (acks=0), or None to close the connection."""
@@ -91,7 +99,7 @@ class Dispatcher(Generic[S]):
         except MalformedRequest as exc:
             _limited.info("closing %s: malformed request: %s", peer, exc)
             return None
-        context = RequestContext(self.services, header, client_host, self.handlers)
+        context = RequestContext(self.services, header, client_host, self.handlers, peer)
         try:
             if getattr(handler, "FORWARD_TO_CONTROLLER", False):
                 response = await self._forward(handler, api_key, api_version, request)

@@ -156,6 +156,8 @@ class SocketServer:
     def connection_lost(self, connection: KafkaConnection) -> None:
         self.connections.pop(connection, None)
         self._forget(connection)
+        if connection.closed_by_peer:
+            self.dispatcher.peer_closed(connection.peer)
 
     def touch(self, connection: KafkaConnection) -> None:
         """The connection was active now (connections.max.idle.ms counts from here)."""
