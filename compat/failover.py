@@ -520,6 +520,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pause-s", type=float, default=4.0)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--rate", type=float, default=RATE_PER_S, help="records/s over all producers")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of every node, over compat.cluster's (repeatable)")
     parser.add_argument("--workdir", type=Path, help="cluster data and logs (default: a new temporary directory)")
     parser.add_argument("--out", type=Path, default=Path("failover.json"))
     args = parser.parse_args(argv)
@@ -527,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=workdir / "clients.log", level=logging.INFO, format="%(asctime)s %(message)s")
     print(f"failover: cluster and client logs in {workdir}", file=sys.stderr, flush=True)
-    with make_cluster(args.target, workdir) as cluster:
+    extra = dict(item.split("=", 1) for item in args.set)
+    with make_cluster(args.target, workdir, extra) as cluster:
         summary = run_failover(cluster, args.kills, args.pauses, args.pause_s, args.seed, args.rate, args.out)
     print(one_line(summary))
     clean = all(summary[k] == 0 for k in ("lost", "duplicates", "inconsistent", "nonmonotonic", "failed_but_read"))
