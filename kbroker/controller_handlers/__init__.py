@@ -2,7 +2,9 @@
 
 Brokers register and heartbeat here, follow the metadata log with Fetch, report ISR changes
 with AlterPartition, forward topic and config changes, and take producer id blocks; voters
-exchange Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch to replicate the metadata log.
+exchange Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch to replicate the metadata log;
+Kafka's cluster tools (``--bootstrap-controller``) describe the quorum, update finalized
+features and unregister brokers.
 A controller that is not the quorum's leader answers brokers NOT_CONTROLLER. A
 controller node answers nothing else: a client pointed at it sees these APIs in ApiVersions.
 """
@@ -11,12 +13,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from kbroker.handlers import api_versions
-
 from . import (
     allocate_producer_ids,
     alter_partition,
     alter_partition_reassignments,
+    api_versions,
     begin_quorum_epoch,
     broker_heartbeat,
     broker_registration,
@@ -30,6 +31,8 @@ from . import (
     incremental_alter_configs,
     list_partition_reassignments,
     metadata_fetch,
+    unregister_broker,
+    update_features,
     vote,
 )
 
@@ -39,6 +42,6 @@ CONTROLLER_HANDLERS: dict[int, ModuleType] = {
         api_versions, allocate_producer_ids, alter_partition, alter_partition_reassignments, begin_quorum_epoch,
         broker_heartbeat, broker_registration, create_partitions, create_topics, delete_topics, describe_cluster,
         describe_quorum, elect_leaders, end_quorum_epoch, incremental_alter_configs, list_partition_reassignments,
-        metadata_fetch, vote,
+        metadata_fetch, unregister_broker, update_features, vote,
     )
 }

@@ -4,8 +4,7 @@ Why a set of its own: these handlers serve the quorum, not clients — they deci
 QuorumController, wait for the decision to be committed, answer Raft requests and describe the
 quorum. The composition root (``kbroker.node.controller_node``) implements these protocols with
 the ControllerNode itself, whose quorum, listeners and cluster id appear only once it has
-started; a handler imports only the protocols here, never ``kbroker.node``. ApiVersions, shared
-with the broker's table, needs no service (it lists ``RequestContext.handlers``).
+started; a handler imports only the protocols here, never ``kbroker.node``.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from . import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_quorum,
     describe_topic_partitions,
     describe_transactions,
     elect_leaders,
@@ -49,6 +50,8 @@ from . import (
     produce,
     sync_group,
     txn_offset_commit,
+    unregister_broker,
+    update_features,
     write_txn_markers,
 )
 from . import alter_configs as alter_configs
@@ -93,6 +96,9 @@ _MODULES: list[ModuleType] = [
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    describe_quorum,
+    update_features,
+    unregister_broker,
     consumer_group_heartbeat,
     consumer_group_describe,
 ]

@@ -140,6 +140,10 @@ class ClusterView(Protocol):
         """Where clients reach a registered broker (its inter-broker listener)."""
         ...
 
+    def finalized_features(self) -> tuple[int, Mapping[str, int]]:
+        """(epoch, level by feature name) of the finalized features, as replayed (ApiVersions)."""
+        ...
+
 
 class ClassicGroups(Protocol):
     """Classic consumer groups (JoinGroup/SyncGroup/Heartbeat) and the checks offset commits

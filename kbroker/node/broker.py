@@ -156,6 +156,13 @@ class Broker:
         """Where clients reach a registered broker (None before this broker has joined)."""
         return None if self.lifecycle is None else self.lifecycle.endpoint(broker_id)
 
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        """The finalized feature levels as this broker has replayed them; their epoch is the
+        image's offset, as Kafka's brokers report it."""
+        if self.lifecycle is None:
+            return -1, {}
+        return self.lifecycle.image.offset, self.lifecycle.image.features
+
     @property
     def controller_id(self) -> int:
         """Kafka's KRaft brokers name a live broker as "controller" (clients send admin requests

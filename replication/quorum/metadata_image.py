@@ -4,7 +4,8 @@ The active controller decides; every decision is a list of metadata records appe
 ``__cluster_metadata`` log; the controller and every broker build the same MetadataImage by
 replaying that log in order (KRaft's design). Records are Kafka's metadata record types by
 name — RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord, TopicRecord,
-PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord — each stored as one record
+PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord, FeatureLevelRecord,
+UnregisterBrokerRecord — each stored as one record
 of a record batch whose value is the record as JSON (``metadata_records`` types and encodes them).
 Deviation: Kafka encodes these records with its binary metadata schemas (which kio does not
 ship), so Kafka's metadata shell cannot read kbroker's metadata log. The log starts with a
@@ -26,6 +27,7 @@ from kbroker.storage.log_manager import METADATA_LOG_TOPIC
 from .metadata_records import (
     ClusterIdRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     LeaderChangeRecord,
     MetadataRecord,
@@ -35,6 +37,7 @@ from .metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
     decode_record,
 )
 from .partition_registration import PartitionRegistration
@@ -74,7 +77,8 @@ def decode_batch(batch: bytes | memoryview) -> Iterator[tuple[int, MetadataRecor
 
 
 class MetadataImage:
-    """Brokers, topics with their partition registrations, configs, the next producer id block.
+    """Brokers, topics with their partition registrations, configs, the next producer id block,
+    the finalized feature levels (``features``: name -> level, levels above 0 only).
 
     ``offset`` is the last metadata log offset applied. A broker's epoch is the offset of its
     RegisterBrokerRecord, as in KRaft, so it increases with every registration (KIP-903).
@@ -89,6 +93,7 @@ class MetadataImage:
         self.cluster_configs: dict[str, str] = {}
         self.broker_configs: dict[int, dict[str, str]] = {}
         self.next_producer_id = 0
+        self.features: dict[str, int] = {}
 
     def apply(self, offset: int, record: MetadataRecord) -> None:
         match record:
@@ -115,6 +120,15 @@ class MetadataImage:
                 self._apply_config(record)
             case ProducerIdsRecord():
                 self.next_producer_id = record.next_producer_id
+            case FeatureLevelRecord():
+                if record.feature_level > 0:
+                    self.features[record.name] = record.feature_level
+                else:
+                    self.features.pop(record.name, None)
+            case UnregisterBrokerRecord():
+                broker = self.brokers.get(record.broker_id)
+                if broker is not None and broker.broker_epoch == record.broker_epoch:
+                    del self.brokers[record.broker_id]
             case LeaderChangeRecord():
                 pass  # marked a new controller epoch in logs of older kbroker versions
             case _:

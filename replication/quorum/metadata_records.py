@@ -159,6 +159,30 @@ class ProducerIdsRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    """Finalizes feature ``name`` at ``feature_level`` (0 removes it from the finalized set)."""
+
+    name: str
+    feature_level: int
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> FeatureLevelRecord:
+        return cls(raw["name"], raw["feature_level"])
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    """The broker's registration is removed (UnregisterBroker); it stays a replica of its partitions."""
+
+    broker_id: int
+    broker_epoch: int
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> UnregisterBrokerRecord:
+        return cls(raw["broker_id"], raw["broker_epoch"])
+
+
+@dataclass(frozen=True, slots=True)
 class LeaderChangeRecord:
     """Read only: the active controller wrote it at each new epoch until the Raft layer took
     that over (its LeaderChange entries are not metadata records); it changes nothing."""
@@ -174,6 +198,7 @@ class LeaderChangeRecord:
 MetadataRecord = (
     ClusterIdRecord | RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord | TopicRecord
     | PartitionRecord | RemoveTopicRecord | ConfigRecord | ProducerIdsRecord | LeaderChangeRecord
+    | FeatureLevelRecord | UnregisterBrokerRecord
 )
 
 _DECODERS: dict[str, Callable[[Mapping[str, Any]], MetadataRecord]] = {
@@ -187,6 +212,8 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], MetadataRecord]] = {
     "ConfigRecord": ConfigRecord.from_json,
     "ProducerIdsRecord": ProducerIdsRecord.from_json,
     "LeaderChangeRecord": LeaderChangeRecord.from_json,
+    "FeatureLevelRecord": FeatureLevelRecord.from_json,
+    "UnregisterBrokerRecord": UnregisterBrokerRecord.from_json,
 }
 
 

@@ -24,8 +24,8 @@ from kbroker.storage.log import PartitionLog
 
 from . import partition_reassignment as reassignment
 from .broker_fencing import drop_from_elr, elections_after_unfence, fence_records
-from .broker_sessions import BrokerSessions
 from .elections import PREFERRED_ELECTION, TopicConfigs, altered_isr, elect_on_request
+from .feature_control import METADATA_VERSION, FeatureUpdate, bootstrap_records, update_records
 from .metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage, decode_batch
 from .metadata_records import (
     ClusterIdRecord,
@@ -36,6 +36,7 @@ from .metadata_records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
     encode_record,
 )
 from .partition_registration import PartitionRegistration
@@ -55,9 +56,6 @@ class ControllerSettings:
     default_replication_factor: int
     # broker-level defaults a topic falls back to when it has no override
     broker_default: Callable[[str], str | None]
-    # kbroker.broker.disconnect.fence.ms: fence a broker this long after the broker side closed
-    # its heartbeat connection, unless it is heard from again (0 or less: only the session timeout)
-    disconnect_fence_ms: int = 0
 
 
 class QuorumController:
@@ -68,8 +66,8 @@ class QuorumController:
     Invariants: ``image`` is the metadata log replayed to its end (rebuilt from the whole log
     at ``activate``, then advanced only by ``_commit``, which applies records after Raft took
     them); while inactive every decision raises NOT_CONTROLLER. Broker sessions
-    (``sessions``, see broker_sessions.py) are this controller's own: a newly active controller
-    gives every registered broker a full session.
+    (``_last_heartbeat_ms``) are this controller's own: a newly active controller gives every
+    registered broker a full session.
     """
 
     def __init__(self, metadata_log: PartitionLog, settings: ControllerSettings,
@@ -80,7 +78,7 @@ class QuorumController:
         self.image = MetadataImage()
         self.epoch = 0
         self.active = False
-        self.sessions = BrokerSessions(settings.session_timeout_ms, settings.disconnect_fence_ms)
+        self._last_heartbeat_ms: dict[int, int] = {}
         # broker id -> (metadata offset it fetched from, when): DescribeQuorum's observers
         self.observers: dict[int, tuple[int, int]] = {}
         self._waiters: set[asyncio.Future[None]] = set()
@@ -95,14 +93,20 @@ class QuorumController:
                 self.image.apply(offset, record)
         self.epoch = epoch
         self.active = True
-        self.sessions.reset(self.image.brokers, now_ms)
+        # Live brokers get a full session from now: the heartbeats they sent another
+        # controller were not seen by this one.
+        for broker in self.image.brokers.values():
+            self._last_heartbeat_ms[broker.broker_id] = now_ms
         log.info("controller %d active at epoch %d, metadata offset %d",
                  self.settings.node_id, self.epoch, self.image.offset)
+        if self.image.cluster_id and METADATA_VERSION not in self.image.features:
+            # A log written before finalized features were records: finalize the levels kbroker ran with.
+            self._commit(bootstrap_records(), now_ms)
 
     def bootstrap(self, cluster_id: str, records: Sequence[MetadataRecord], now_ms: int) -> None:
         """A new cluster's first records: its id, then ``records`` (what Kafka's storage format
         writes: the cluster-wide min.insync.replicas; an imported single-node catalogue)."""
-        self._commit([ClusterIdRecord(cluster_id), *records], now_ms)
+        self._commit([ClusterIdRecord(cluster_id), *bootstrap_records(), *records], now_ms)
 
     def deactivate(self) -> None:
         if self.active:
@@ -148,21 +152,18 @@ class QuorumController:
     # --- brokers --------------------------------------------------------------------------
 
     def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int, rack: str | None,
-                        now_ms: int, previous_broker_epoch: int = -1, same_process: bool = False,
-                        connection: str | None = None) -> int:
+                        now_ms: int, previous_broker_epoch: int = -1, same_process: bool = False) -> int:
         """Register (or re-register after a restart); returns the new broker epoch. A broker that
         did not shut down cleanly with its last epoch (``previous_broker_epoch``) may have lost
         unflushed records, so it loses its ELR claims (KIP-966). Another live incarnation is
         refused until its session expires — unless the new one registers from this controller's
         own process (``same_process``): then the old one was this process's predecessor and is
-        certainly gone, and a restarted combined node need not wait out its own session.
-        ``connection`` is the connection the request came on (None: in process), the one whose
-        closing can end the session early (``BrokerSessions``)."""
+        certainly gone, and a restarted combined node need not wait out its own session."""
         self._require_active()
         current = self.image.brokers.get(broker_id)
         if (current is not None and current.incarnation_id != incarnation_id and not current.fenced
                 and not same_process
-                and self.sessions.expiry_reason(broker_id, now_ms) is None):
+                and now_ms - self._last_heartbeat_ms.get(broker_id, 0) < self.settings.session_timeout_ms):
             raise KafkaError(
                 ErrorCode.duplicate_broker_registration,
                 f"Another broker is registered with that broker id {broker_id} and its session is still live.",
@@ -173,21 +174,20 @@ class QuorumController:
         if current is not None and previous_broker_epoch != current.broker_epoch:
             records += drop_from_elr(self.image, broker_id)
         records.append(RegisterBrokerRecord(broker_id, incarnation_id, host, port, rack))
-        self.sessions.touch(broker_id, now_ms, connection)
+        self._last_heartbeat_ms[broker_id] = now_ms
         self._commit(records, now_ms)
         epoch = self.image.brokers[broker_id].broker_epoch
         log.info("broker %d registered at %s:%d (epoch %d)", broker_id, host, port, epoch)
         return epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
-                  want_shutdown: bool, now_ms: int, connection: str | None = None) -> tuple[bool, bool, bool]:
-        """(is_caught_up, is_fenced, should_shut_down), as BrokerHeartbeat answers; ``connection``
-        as for ``register_broker``."""
+                  want_shutdown: bool, now_ms: int) -> tuple[bool, bool, bool]:
+        """(is_caught_up, is_fenced, should_shut_down), as BrokerHeartbeat answers."""
         self._require_active()
         broker = self.image.brokers.get(broker_id)
         if broker is None or broker.broker_epoch != broker_epoch:
             raise KafkaError(ErrorCode.stale_broker_epoch, f"Expected broker epoch for {broker_id} is stale")
-        self.sessions.touch(broker_id, now_ms, connection)
+        self._last_heartbeat_ms[broker_id] = now_ms
         caught_up = metadata_offset >= broker.broker_epoch
         if want_shutdown:
             # Controlled shutdown: move leadership away first, then fence.
@@ -201,29 +201,12 @@ class QuorumController:
             log.info("broker %d unfenced", broker_id)
         return caught_up, self.image.brokers[broker_id].fenced, False
 
-    def connection_closed(self, connection: str, now_ms: int) -> None:
-        """The broker side closed ``connection`` (end of file or reset): a broker whose heartbeats
-        it carried is fenced ``disconnect_fence_ms`` from now unless it is heard from again."""
-        if not self.active:
-            return
-        for broker_id in self.sessions.connection_closed(connection, now_ms):
-            if self.settings.disconnect_fence_ms > 0 and self.image.is_live(broker_id):
-                log.info("broker %d closed its controller connection %s: fenced in %d ms unless it reconnects",
-                         broker_id, connection, self.settings.disconnect_fence_ms)
-
     def fence_expired_sessions(self, now_ms: int) -> None:
-        """Fence every unfenced broker whose session has ended (``BrokerSessions``)."""
         for broker in list(self.image.brokers.values()):
-            if broker.fenced:
-                continue
-            reason = self.sessions.expiry_reason(broker.broker_id, now_ms)
-            if reason is not None:
-                log.warning("broker %d fenced: %s", broker.broker_id, reason)
+            last = self._last_heartbeat_ms.get(broker.broker_id, 0)
+            if not broker.fenced and now_ms - last >= self.settings.session_timeout_ms:
+                log.warning("broker %d fenced: no heartbeat for %d ms", broker.broker_id, now_ms - last)
                 self._commit(fence_records(self.image, self._configs, broker.broker_id), now_ms)
-
-    def next_session_deadline_ms(self) -> int | None:
-        """When the next unfenced broker's session ends if nothing is heard (None: no such broker)."""
-        return self.sessions.next_deadline_ms(b.broker_id for b in self.image.brokers.values() if not b.fenced)
 
     # --- leader elections on request (ElectLeaders) and auto leader rebalance -------------
 
@@ -428,6 +411,31 @@ class QuorumController:
         start = self.image.next_producer_id
         self._commit([ProducerIdsRecord(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK_SIZE)], now_ms)
         return start, PRODUCER_ID_BLOCK_SIZE
+
+    # --- finalized features (UpdateFeatures) and UnregisterBroker ---------------------------
+
+    def update_features(self, updates: Sequence[FeatureUpdate], validate_only: bool, now_ms: int) -> None:
+        """Finalize new feature levels, all or none (Kafka's rules: ``feature_control``)."""
+        self._require_active()
+        records = update_records(self.image.features, updates, self.settings.node_id)
+        if not validate_only:
+            self._commit(records, now_ms)
+            log.info("finalized feature levels %s", {r.name: r.feature_level for r in records})
+
+    def unregister_broker(self, broker_id: int, now_ms: int) -> None:
+        """Remove a broker's registration; a live one is fenced first (out of every ISR and
+        leadership), and it leaves every ELR, as Kafka's handleBrokerUnregistered does."""
+        self._require_active()
+        broker = self.image.brokers.get(broker_id)
+        if broker is None:
+            raise KafkaError(ErrorCode.broker_id_not_registered, f"Broker ID {broker_id} is not currently registered")
+        records: list[MetadataRecord] = []
+        if not broker.fenced:
+            records += fence_records(self.image, self._configs, broker_id)
+        records += drop_from_elr(self.image, broker_id)
+        records.append(UnregisterBrokerRecord(broker_id, broker.broker_epoch))
+        self._commit(records, now_ms)
+        log.info("broker %d unregistered (epoch %d)", broker_id, broker.broker_epoch)
 
     # --- placement and per-topic settings -------------------------------------------------
 

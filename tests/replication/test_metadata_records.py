@@ -17,6 +17,7 @@ from kbroker.replication.quorum.metadata_image import BROKER_RESOURCE, MetadataI
 from kbroker.replication.quorum.metadata_records import (
     ClusterIdRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     LeaderChangeRecord,
     MetadataRecord,
@@ -27,6 +28,7 @@ from kbroker.replication.quorum.metadata_records import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnknownMetadataRecord,
+    UnregisterBrokerRecord,
     decode_record,
     encode_record,
 )
@@ -68,6 +70,10 @@ CAPTURED: list[tuple[MetadataRecord, str]] = [
      '{"broker_epoch":2,"broker_id":1,"next_producer_id":1000,"type":"ProducerIdsRecord"}'),
     (FenceBrokerRecord(1, 2), '{"broker_id":1,"epoch":2,"type":"FenceBrokerRecord"}'),
     (RemoveTopicRecord(TOPIC), '{"topic_id":"11111111-2222-3333-4444-555555555555","type":"RemoveTopicRecord"}'),
+    # written since the dict-based code, in the same JSON form
+    (FeatureLevelRecord("metadata.version", 30),
+     '{"feature_level":30,"name":"metadata.version","type":"FeatureLevelRecord"}'),
+    (UnregisterBrokerRecord(3, 7), '{"broker_epoch":7,"broker_id":3,"type":"UnregisterBrokerRecord"}'),
 ]
 
 # The whole metadata log the dict-based controller wrote for the scenario of ``run_scenario``.
@@ -130,7 +136,7 @@ def test_records_older_kbroker_wrote_still_decode() -> None:
 
 
 @pytest.mark.parametrize("value", [
-    b'{"broker_id":1,"type":"UnregisterBrokerRecord"}', b'{"broker_id":1}', b'[1]',
+    b'{"broker_id":1,"type":"BrokerRegistrationChangeRecord"}', b'{"broker_id":1}', b'[1]',
 ])
 def test_an_unknown_record_type_is_an_error(value: bytes) -> None:
     # Replay stopped at such a record before too (no handler for its type); now it says why.
@@ -158,6 +164,8 @@ def log_values(plog: PartitionLog) -> list[str]:
 def test_the_controller_writes_the_log_the_dict_based_code_wrote(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(quorum_controller.uuid, "uuid4", lambda: TOPIC)
+    # The dict-based code finalized no features (they came later, as FeatureLevelRecords).
+    monkeypatch.setattr(quorum_controller, "bootstrap_records", lambda: [])
     controller, plog = make_controller(tmp_path)
     controller.bootstrap("test-cluster", [ConfigRecord(BROKER_RESOURCE, "", "min.insync.replicas", "1")], 0)
     epochs = {}

@@ -15,7 +15,7 @@ EXPECTED = {
     20: (1, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 2),
     28: (0, 5), 32: (1, 4), 33: (0, 2), 35: (1, 5), 37: (0, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1),
     45: (0, 1), 46: (0, 0), 47: (0, 0),
-    60: (0, 2), 61: (0, 0),
+    55: (0, 2), 57: (0, 2), 60: (0, 2), 61: (0, 0), 64: (0, 0),
     65: (0, 0), 66: (0, 2), 68: (0, 1), 69: (0, 1), 75: (0, 0),
 }
 
@@ -57,9 +57,10 @@ def test_flexible_v3_and_a_real_client_negotiate(broker):
         admin.close()
 
 
-def test_transaction_version_2_is_finalized_like_kafka(broker):
-    """As Kafka 4.3 answers (transaction.version only): v3 leaves out supported features
-    whose minimum is 0, v4 lists them; both finalize transaction.version at level 2."""
+def test_features_are_finalized_at_their_highest_level_like_a_formatted_kafka(broker):
+    """As Kafka 4.3.1 answers after ``kafka-storage format``: v3 leaves out supported features
+    whose minimum is 0, v4 lists them; both finalize every feature kbroker supports at its
+    highest level (metadata.version 4.3-IV0 = 30), at the epoch of the metadata offset."""
     from kio.index import load_response_schema
     from kio.serial import entity_reader
 
@@ -68,7 +69,11 @@ def test_transaction_version_2_is_finalized_like_kafka(broker):
         response, _size = entity_reader(load_response_schema(18, version))(memoryview(raw), 4)
         assert response.error_code == 0
         supported = [(f.name, f.min_version, f.max_version) for f in response.supported_features]
-        assert supported == ([("transaction.version", 0, 2)] if version == 4 else [])
+        assert supported == [
+            ("eligible.leader.replicas.version", 0, 1), ("group.version", 0, 1), ("kraft.version", 0, 0),
+            ("metadata.version", 7, 30), ("transaction.version", 0, 2),
+        ] if version == 4 else [("metadata.version", 7, 30)]
         finalized = [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features]
-        assert finalized == [("transaction.version", 2, 2)]
-        assert response.finalized_features_epoch >= 0
+        assert finalized == [("eligible.leader.replicas.version", 1, 1), ("group.version", 1, 1),
+                             ("metadata.version", 30, 30), ("transaction.version", 2, 2)]
+        assert response.finalized_features_epoch > 0

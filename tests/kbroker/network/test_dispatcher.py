@@ -37,6 +37,9 @@ class Cluster:
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         return None
 
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        return 7, {"metadata.version": 30}
+
 
 @dataclass
 class ClusterOnly:
@@ -71,10 +74,12 @@ def test_a_handler_is_answered_from_the_services_it_declares() -> None:
 
 
 def test_api_versions_lists_the_table_the_request_was_dispatched_from() -> None:
-    dispatcher = Dispatcher(object(), table(api_versions, describe_cluster))
+    dispatcher = Dispatcher(ClusterOnly(), table(api_versions, describe_cluster))
     body = answer(dispatcher, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
     assert body.error_code == ErrorCode.none
     assert sorted(k.api_key for k in body.api_keys) == sorted((api_versions.API_KEY, describe_cluster.API_KEY))
+    assert [(f.name, f.max_version_level) for f in body.finalized_features] == [("metadata.version", 30)]
+    assert body.finalized_features_epoch == 7
 
 
 def test_a_forwarded_api_goes_to_the_controller_unchanged() -> None:

@@ -1,0 +1,24 @@
+"""UpdateFeatures (key 57), v0–2: ``kafka-features upgrade / downgrade / disable``.
+
+Finalized feature levels are the controller's to change, so the request is forwarded unchanged
+to the active controller (``FORWARD_TO_CONTROLLER``), which checks it with Kafka's rules and
+writes FeatureLevelRecords (kbroker/controller_handlers/update_features.py). Brokers learn the
+new levels by replaying the metadata log; ApiVersions reports them. A controller that does not
+answer: REQUEST_TIMED_OUT.
+"""
+
+from __future__ import annotations
+
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode
+
+API_KEY = 57
+MIN_VERSION = 0
+MAX_VERSION = 2
+FORWARD_TO_CONTROLLER = True
+
+
+def error_response(api_version: int, error: ErrorCode) -> object:
+    m = response_module(API_KEY, api_version)
+    extra = {} if api_version >= 2 else {"results": ()}
+    return build(m.UpdateFeaturesResponse, throttle_time=NO_THROTTLE, error_code=error, error_message=None, **extra)
