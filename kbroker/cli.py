@@ -1,8 +1,12 @@
-"""Command line: ``kbroker serve [--config server.properties] [--override key=value ...]``, and
-``kbroker container`` (the image's entrypoint) and ``kbroker healthcheck`` (its HEALTHCHECK).
+"""Command line: ``kbroker serve [--config server.properties] [--override key=value ...]
+[--cluster-id ID]``, and ``kbroker container`` (the image's entrypoint) and ``kbroker healthcheck``
+(its HEALTHCHECK).
 
-Exit status 2 for a bad configuration (the message names the key and where it came from);
-SIGTERM/SIGINT shut down cleanly.
+Exit status 2 for a bad configuration (the message names the key and where it came from), 1 when
+the node cannot start on its log dirs (another node's or another cluster's data, a port in use);
+SIGTERM/SIGINT shut down cleanly. The cluster id comes from ``--cluster-id``, else the
+``KAFKA_CLUSTER_ID`` or ``CLUSTER_ID`` environment variable (the names images of Kafka use), else
+from the log dirs' meta.properties, else from the metadata log (see kbroker/node/meta_properties.py).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from kbroker.config.kafka_config import ConfigError, KafkaConfig
@@ -22,8 +26,11 @@ from kbroker.container import healthcheck
 from kbroker.network.rate_limited_log import RateLimitedLogger, rate_limit_loop_errors
 from kbroker.node.broker import Broker
 from kbroker.node.controller_node import ControllerNode
-from kbroker.node.meta_properties import init_log_dirs
+from kbroker.node.meta_properties import ClusterIdentityError, check_cluster_id, init_log_dirs
 from kbroker.node.open_file_limit import raise_open_file_limit
+
+# The environment variables that name the cluster id, first wins (apache/kafka's image reads CLUSTER_ID).
+CLUSTER_ID_VARIABLES = ("KAFKA_CLUSTER_ID", "CLUSTER_ID")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,12 +43,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="set a config key (wins over the file); repeatable",
     )
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    serve.add_argument(
+        "--cluster-id", help=f"the cluster this node belongs to (as kafka-storage format -t); default "
+                             f"${' or $'.join(CLUSTER_ID_VARIABLES)}, else what the log dirs or the metadata log hold",
+    )
     commands.add_parser("container", help="run a node configured from KAFKA_* variables (the image's entrypoint)")
     healthcheck.add_parser(commands)
     return parser
 
 
-async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool]) -> None:
+def given_cluster_id(argument: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+    """(cluster id, where it came from) as given at start; ("", "") when none was."""
+    if argument is not None:
+        return check_cluster_id(argument, "--cluster-id"), "--cluster-id"
+    for name in CLUSTER_ID_VARIABLES:
+        if environ.get(name, "").strip():
+            return check_cluster_id(environ[name], name), name
+    return "", ""
+
+
+def check_static_quorum(config: KafkaConfig) -> None:
+    """Refuse a dynamic quorum (KIP-853): kbroker has only Kafka's static one. A node given only
+    controller.quorum.bootstrap.servers would otherwise start as a quorum of itself alone."""
+    if not config.get("controller.quorum.bootstrap.servers"):
+        return
+    source = config.sources["controller.quorum.bootstrap.servers"]
+    if "controller.quorum.voters" not in config.explicit:
+        raise ConfigError(
+            f"controller.quorum.bootstrap.servers (from {source}) asks for a dynamic controller quorum (KIP-853), "
+            "which kbroker does not have: set controller.quorum.voters (a static quorum, "
+            "id@host:port,...) instead"
+        )
+    logging.getLogger("kbroker").warning(
+        "controller.quorum.bootstrap.servers (from %s) is not acted on: the quorum is controller.quorum.voters "
+        "(static; kbroker has no dynamic quorum)", source)
+
+
+async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluster_id: str = "",
+                 cluster_id_origin: str = "", refusals: list[str] | None = None) -> None:
+    """Run the node until a stop signal, or until its controller finds it belongs to another
+    cluster (the reason is appended to ``refusals``)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -53,12 +94,18 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool]) -> Non
     broker: Broker | None = None
     bound: list[tuple[str, str, int]] = []
     try:
+        # Only a quorum's sole voter invents its cluster id; several voters take the one the
+        # first active controller writes into the metadata log, and a broker learns it there.
+        sole_voter = ("controller" in config.process_roles
+                      and [node for node, _host, _port in config.quorum_voters] == [config.node_id])
+        cluster_id = init_log_dirs(_meta_dirs(config), config.node_id, sole_voter, cluster_id, cluster_id_origin)
         if "controller" in config.process_roles:
-            # Only a quorum's sole voter invents its cluster id; several voters take the one
-            # the first active controller writes into the metadata log.
-            sole_voter = [node for node, _host, _port in config.quorum_voters] == [config.node_id]
-            cluster_id = init_log_dirs(config.log_dirs, config.node_id, invent_cluster_id=sole_voter)
-            controller = ControllerNode(config, cluster_id)
+            def refuse(reason: str) -> None:
+                if refusals is not None and not refusals:
+                    refusals.append(reason)
+                stop.set()
+
+            controller = ControllerNode(config, cluster_id, on_inconsistent_cluster=refuse)
             if not await _started(controller.start(), stop):
                 return
             bound += controller.bound
@@ -80,6 +127,15 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool]) -> Non
             await broker.stop()
         if controller is not None:
             await controller.stop()
+
+
+def _meta_dirs(config: KafkaConfig) -> list[str]:
+    """The dirs that carry meta.properties: log.dirs and, if apart, metadata.log.dir (as Kafka's)."""
+    dirs = list(config.log_dirs)
+    metadata_dir = config.get("metadata.log.dir")
+    if metadata_dir and os.path.abspath(metadata_dir) not in dirs:
+        dirs.append(os.path.abspath(metadata_dir))
+    return dirs
 
 
 async def _started(start: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
@@ -118,13 +174,19 @@ def main(argv: list[str] | None = None, stop_requested: Callable[[], bool] = lam
     )
     try:
         config = KafkaConfig.load(args.config, args.override)
-    except ConfigError as exc:
+        check_static_quorum(config)
+        cluster_id, cluster_id_origin = given_cluster_id(args.cluster_id, os.environ)
+    except (ConfigError, ClusterIdentityError) as exc:
         print(f"kbroker: configuration error: {exc}", file=sys.stderr)
         return 2
     raise_open_file_limit()
+    refusals: list[str] = []
     try:
-        asyncio.run(_serve(config, stop_requested))
-    except (OSError, RuntimeError) as exc:  # port in use, unreadable log dir, foreign meta.properties
+        asyncio.run(_serve(config, stop_requested, cluster_id, cluster_id_origin, refusals))
+    except (OSError, RuntimeError) as exc:  # port in use, unreadable log dir, another node's or cluster's data
         print(f"kbroker: cannot start: {exc}", file=sys.stderr)
+        return 1
+    if refusals:  # the quorum does not take this node for one of its own
+        print(f"kbroker: stopped: {refusals[0]}", file=sys.stderr)
         return 1
     return 0

@@ -127,6 +127,10 @@ class BrokerLifecycleManager:
         self._tasks.append(loop.create_task(metadata_loop()))
         self._tasks[-1].add_done_callback(_report_failure)
         await self._cluster_id_known.wait()
+        if self.broker.cluster_id != self.image.cluster_id:  # stop rather than wait forever
+            raise RuntimeError(
+                f"INCONSISTENT_CLUSTER_ID: this broker's log dirs ({', '.join(self.broker.log_dirs)}) belong to "
+                f"cluster {self.broker.cluster_id}, the controller quorum's metadata log to {self.image.cluster_id}")
         await self._register()
         self._tasks.append(loop.create_task(self._heartbeat_loop()))
         self._tasks[-1].add_done_callback(_report_failure)
@@ -224,7 +228,10 @@ class BrokerLifecycleManager:
                 log.info("registered with the controller, broker epoch %d", self.broker_epoch)
                 return
             if response.error_code == ErrorCode.inconsistent_cluster_id:
-                raise RuntimeError(f"the controller's cluster id differs from {self.broker.cluster_id!r}")
+                raise RuntimeError(
+                    f"INCONSISTENT_CLUSTER_ID: the controller refused this broker's registration: its log dirs "
+                    f"({', '.join(self.broker.log_dirs)}) belong to cluster {self.broker.cluster_id}, the controller "
+                    f"quorum is {self.image.cluster_id or 'another cluster'}")
             log.info("registration refused: %s; retrying", ErrorCode(response.error_code).name)
             await asyncio.sleep(RETRY_BACKOFF_S * 5)
 
@@ -363,11 +370,9 @@ class BrokerLifecycleManager:
             if not self.broker.cluster_id:
                 adopt_cluster_id(self.broker.log_dirs, self.broker.node_id, self.image.cluster_id)
                 self.broker.cluster_id = self.image.cluster_id
-            if self.broker.cluster_id != self.image.cluster_id:
-                log.error("INCONSISTENT_CLUSTER_ID: the log dirs belong to cluster %s, the controller to %s",
-                          self.broker.cluster_id, self.image.cluster_id)
-                return
             self._cluster_id_known.set()
+        if self.broker.cluster_id != self.image.cluster_id:
+            return  # another cluster's metadata is never applied here (start() stops the broker)
         if applied:
             await self.broker.controller.sync_from_image(self.image)
 

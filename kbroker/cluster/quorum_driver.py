@@ -14,16 +14,22 @@ discards that RaftNode and builds a new one from what is on disk — exactly wha
 restart would do, which Raft is safe under — and the message being handled is refused (no vote,
 an error code) rather than answered. While writes keep failing the node keeps restarting and
 never votes, leads or acknowledges; once they succeed it takes part again by itself.
+
+Requests name this voter's cluster id once it knows one, as Kafka's do; a voter of another cluster
+answers INCONSISTENT_CLUSTER_ID (controller_handlers/cluster_identity.py) and ``refused_by`` keeps
+who did, so the node can tell when a majority of the quorum does not take it for one of theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
+from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replication.inter_broker_client import InterBrokerClient
 from kbroker.replication.quorum.raft import RaftNode
@@ -48,6 +54,7 @@ from kbroker.replication.quorum.raft_wire import (
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
+_refused_log = RateLimitedLogger(log, burst=3)
 
 TICK_S = 0.01
 _RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse)
@@ -56,10 +63,13 @@ _RESTART_LOG_INTERVAL_S = 30.0
 
 class QuorumDriver:
     def __init__(self, make_raft: Callable[[int], RaftNode], voters: dict[int, tuple[str, int]],
-                 source_host: str | None, on_change: Callable[[], None], clock: Clock = SYSTEM_CLOCK) -> None:
+                 source_host: str | None, on_change: Callable[[], None], clock: Clock = SYSTEM_CLOCK,
+                 cluster_id: Callable[[], str] = lambda: "") -> None:
         """``make_raft(now_ms)`` builds a RaftNode from the durable state (at start, and again
-        after a failed write)."""
+        after a failed write); ``cluster_id()`` is this voter's cluster id ("" while unknown)."""
         self.make_raft = make_raft
+        self.cluster_id = cluster_id
+        self.refused_by: set[int] = set()  # voters that answered INCONSISTENT_CLUSTER_ID
         self.clock = clock
         self.raft = make_raft(clock.wall_ms())
         self.on_change = on_change
@@ -154,11 +164,20 @@ class QuorumDriver:
 
     async def _deliver(self, item: Outbound) -> None:
         api_key, version, request = request_to_wire(item.message)
+        if self.cluster_id():
+            request = dataclasses.replace(request, cluster_id=self.cluster_id())
         timeout_s = self.raft.config.request_timeout_ms / 1000
         try:
             response = await self.clients[item.destination].request(api_key, version, request, timeout_s=timeout_s)
         except (ConnectionError, TimeoutError) as exc:
             log.debug("raft message to %d lost: %s", item.destination, exc)
+            return
+        if response.error_code == ErrorCode.inconsistent_cluster_id:
+            self.refused_by.add(item.destination)
+            _refused_log.error("voter %d refused %s: INCONSISTENT_CLUSTER_ID (this voter's cluster id is %s, "
+                               "voter %d's is another)", item.destination, type(item.message).__name__.removesuffix(
+                                   "Request"), self.cluster_id(), item.destination, key=str(item.destination))
+            self.on_change()
             return
         answer = response_from_wire(item.message, response)
         try:

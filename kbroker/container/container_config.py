@@ -30,13 +30,13 @@ NOT_BROKER_KEYS = frozenset({
     "KAFKA_VERSION", "KAFKA_HEAP_OPTS", "KAFKA_LOG4J_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS",
     "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL",
     "KAFKA_LOG4J_LOGGERS", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME", "KAFKA_JMX_PORT",
+    "KAFKA_CLUSTER_ID",  # the cluster id (read by ``kbroker serve``), not a broker key
 })
 # What Kubernetes injects into every pod for a Service named "kafka" (service links: KAFKA_PORT=
 # tcp://10.0.0.7:9092, KAFKA_PORT_9092_TCP_ADDR, KAFKA_SERVICE_HOST, KAFKA_SERVICE_PORT_CLIENT...):
 # addresses of the Service, never broker keys (Kafka 4 has no "port" key).
 SERVICE_LINK = re.compile(r"KAFKA_(PORT(_\d+_(TCP|UDP|SCTP)(_(ADDR|PORT|PROTO))?)?|SERVICE_(HOST|PORT(_\w+)?))")
 LOG_LEVEL_ENV = "KAFKA_LOG4J_ROOT_LOGLEVEL"
-CLUSTER_ID_ENV = "CLUSTER_ID"
 
 DATA_DIR = "/var/lib/kbroker/data"
 MOUNTED_PROPERTIES = "/mnt/shared/config/server.properties"

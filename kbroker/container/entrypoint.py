@@ -5,8 +5,9 @@ It merges the environment, a mounted ``server.properties`` and the image's defau
 ``kbroker healthcheck`` reads it), prints each setting with its origin, and hands over to
 ``kbroker serve`` in this same process. So the broker is PID 1 and receives ``docker stop``'s
 SIGTERM itself, with no shell in between, drains and exits 0. ``CLUSTER_ID`` (as the
-apache/kafka image takes it) is written to fresh log dirs, so nodes given the same id form one
-cluster whatever order they start in.
+apache/kafka image takes it) or ``KAFKA_CLUSTER_ID`` is left in the environment, where ``serve``
+reads it (kbroker/cli.py): written to fresh log dirs, so nodes given the same id form one cluster
+whatever order they start in, and refused against a volume of another cluster.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ import sys
 from collections.abc import Mapping
 from types import FrameType
 
-from kbroker.config.kafka_config import KafkaConfig
-from kbroker.container.container_config import CLUSTER_ID_ENV, FINAL_PROPERTIES, MOUNTED_PROPERTIES, log_level, merge
-from kbroker.node.meta_properties import META_PROPERTIES, adopt_cluster_id
+from kbroker.container.container_config import FINAL_PROPERTIES, MOUNTED_PROPERTIES, log_level, merge
 from kbroker.storage.file_io import replace_atomically
 
 
@@ -43,13 +42,6 @@ def serve_argv(environ: Mapping[str, str], mounted: str = MOUNTED_PROPERTIES,
     replace_atomically(final, settings.properties_text().encode())
     for key, value in settings.values.items():
         print(f"kbroker container: {key}={value} ({settings.origins[key]})", file=sys.stderr)
-    cluster_id = environ.get(CLUSTER_ID_ENV, "").strip()
-    if cluster_id:
-        config = KafkaConfig.load(final)
-        for log_dir in config.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-        if not any(os.path.exists(os.path.join(d, META_PROPERTIES)) for d in config.log_dirs):
-            adopt_cluster_id(config.log_dirs, config.node_id, cluster_id)
     return ["serve", "--config", final, "--log-level", level]
 
 

@@ -9,17 +9,21 @@ the metadata log's gets INCONSISTENT_CLUSTER_ID. The broker's address is its int
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 from kbroker.cluster.controller_channel import LOCAL_HOST
 from kbroker.controller_handlers.services import HasClock, HasControllerIdentity, HasQuorumController
 from kbroker.network.context import RequestContext
+from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 62
 MIN_VERSION = 0
 MAX_VERSION = 4
+
+_refusals = RateLimitedLogger(logging.getLogger(__name__), burst=3)
 
 
 class Services(HasQuorumController, HasControllerIdentity, HasClock, Protocol): ...
@@ -30,6 +34,9 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     epoch, error = -1, ErrorCode.none
     if request.cluster_id != services.controller.image.cluster_id and services.controller.active:
+        _refusals.error("refused the registration of broker %d: INCONSISTENT_CLUSTER_ID (it is of cluster %s, "
+                        "this cluster is %s)", request.broker_id, request.cluster_id,
+                        services.controller.image.cluster_id, key=str(request.broker_id))
         error = ErrorCode.inconsistent_cluster_id
     else:
         listener = request.listeners[0] if request.listeners else None

@@ -5,7 +5,9 @@ replication and goes to the RaftNode. Any other fetcher is an observer — a bro
 metadata log (KRaft): the leader answers with whole record batches below the quorum's high
 watermark (committed decisions only), waiting up to max_wait for more; a controller that does
 not lead answers NOT_LEADER_OR_FOLLOWER with the leader it knows (current_leader), so the
-broker moves to it. A fetch below the log start or past its end is OFFSET_OUT_OF_RANGE.
+broker moves to it. A fetch below the log start or past its end is OFFSET_OUT_OF_RANGE. A
+fetch naming another cluster's id, from a voter or a broker, gets the top-level error
+INCONSISTENT_CLUSTER_ID and no data, as from Kafka (controller_handlers/cluster_identity.py).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Protocol
 
-from kbroker.controller_handlers.services import HasQuorumController, HasRaftQuorum
+from kbroker.controller_handlers.cluster_identity import inconsistent_cluster_id, is_foreign
+from kbroker.controller_handlers.services import HasControllerIdentity, HasQuorumController, HasRaftQuorum
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
@@ -28,7 +31,7 @@ MIN_VERSION = 12
 MAX_VERSION = 12
 
 
-class Services(HasQuorumController, HasRaftQuorum, Protocol): ...
+class Services(HasQuorumController, HasRaftQuorum, HasControllerIdentity, Protocol): ...
 
 
 def _read(services: Services, offset: int, max_bytes: int) -> tuple[ErrorCode, bytes]:
@@ -46,6 +49,8 @@ def _read(services: Services, offset: int, max_bytes: int) -> tuple[ErrorCode, b
 
 async def handle(ctx: RequestContext[Services], request: FetchRequest) -> FetchResponse:
     services = ctx.services
+    if is_foreign(services, request.cluster_id, request.replica_id, "Fetch"):
+        return inconsistent_cluster_id(API_KEY, ctx.api_version)
     if request.replica_id in services.voters:
         return services.handle_raft_request(API_KEY, request)
     m = response_module(API_KEY, ctx.api_version)

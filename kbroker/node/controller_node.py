@@ -7,7 +7,10 @@ leads the quorum. It listens on the ``controller.listener.names`` listeners with
 controller's own handler table, fences brokers whose sessions expire (at each session's
 deadline, told by the controller's listener when a broker closes its heartbeat connection) and
 rebalances leaders.
-Answers that report a decision wait until the decision is committed (``committed``).
+Answers that report a decision wait until the decision is committed (``committed``). A node
+whose cluster id a majority of the other voters refuse (INCONSISTENT_CLUSTER_ID), or whose
+meta.properties names another cluster than the metadata log, is told to stop
+(``on_inconsistent_cluster``) rather than retry for ever.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import logging
 import os
 import random
+from collections.abc import Callable
 from typing import Any
 
 from kbroker.cluster.quorum_driver import QuorumDriver
@@ -47,8 +51,10 @@ METADATA_READ_BYTES = 8 * 1024 * 1024
 class ControllerNode:
     """Also the services its controller handlers receive (``ControllerServices``)."""
 
-    def __init__(self, config: KafkaConfig, cluster_id: str, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, config: KafkaConfig, cluster_id: str, clock: Clock = SYSTEM_CLOCK,
+                 on_inconsistent_cluster: Callable[[str], None] = lambda _reason: None) -> None:
         self.config = config
+        self.on_inconsistent_cluster = on_inconsistent_cluster
         self.clock = clock
         self.node_id = config.node_id
         self.cluster_id = cluster_id
@@ -120,7 +126,8 @@ class ControllerNode:
             raise RuntimeError("controller.listener.names names no listener in 'listeners'")
         # (The only voter needs no listener: its own broker reaches it in process.)
         source = self.bound[0][1] or None if self.bound else None
-        self.quorum = QuorumDriver(self._new_raft, self.voters, source, self._on_quorum_change, self.clock)
+        self.quorum = QuorumDriver(self._new_raft, self.voters, source, self._on_quorum_change, self.clock,
+                                   cluster_id=lambda: self.cluster_id)
         self.quorum.start()
         self._tasks.append(loop.create_task(self._session_loop()))
         if self.config.get_bool("auto.leader.rebalance.enable"):
@@ -128,7 +135,12 @@ class ControllerNode:
 
     def _on_quorum_change(self) -> None:
         """After every Raft step: take or give up the active role; release committed waiters."""
-        assert self.raft is not None
+        assert self.raft is not None and self.quorum is not None
+        if len(self.quorum.refused_by) > len(self.voters) // 2:
+            self.on_inconsistent_cluster(
+                f"INCONSISTENT_CLUSTER_ID: voters {sorted(self.quorum.refused_by)}, a majority of "
+                f"controller.quorum.voters, refuse this node's cluster id {self.cluster_id}: its log dirs "
+                f"({', '.join(self.config.log_dirs)}) belong to another cluster")
         leading = self.raft.role is RaftRole.LEADER
         if leading and not self.controller.active:
             try:
@@ -189,6 +201,11 @@ class ControllerNode:
         for batch in self.metadata_log.iter_batches():
             for _offset, record in decode_batch(batch):
                 if isinstance(record, ClusterIdRecord):
+                    if self.cluster_id and record.cluster_id != self.cluster_id:
+                        self.on_inconsistent_cluster(
+                            f"INCONSISTENT_CLUSTER_ID: the metadata log is of cluster {record.cluster_id}, this "
+                            f"node's log dirs ({', '.join(self.config.log_dirs)}) of cluster {self.cluster_id}")
+                        return
                     self.cluster_id = record.cluster_id
                     self._cluster_id_from_log = True
                     adopt_cluster_id(self.config.log_dirs, self.node_id, self.cluster_id)

@@ -109,4 +109,7 @@ def test_the_entrypoint_writes_what_serve_loads(tmp_path) -> None:
     config = KafkaConfig.load(str(final))
     assert config.log_dirs == [str(data)]
     assert config.sources["log.dirs"].startswith(f"{final}:")
-    assert "cluster.id=5L6g3nShT-eMCtK--X86sw" in (data / META_PROPERTIES).read_text()
+    # CLUSTER_ID stays in the environment for `serve` (which writes and checks meta.properties);
+    # KAFKA_CLUSTER_ID is no broker key.
+    assert not (data / META_PROPERTIES).exists()
+    assert "cluster.id" not in merge({"KAFKA_CLUSTER_ID": "5L6g3nShT-eMCtK--X86sw"}).values
