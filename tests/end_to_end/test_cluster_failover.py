@@ -12,6 +12,13 @@ and the final read_committed drain must show 0 lost acknowledged values, 0 dupli
 acknowledged values away from their acknowledged offset. The seed is printed;
 ``KBROKER_FAILOVER_SEED=<n>`` replays a schedule. ``test_checker_reports_each_anomaly`` feeds
 the checker a hand-made history with one of each anomaly (its negative control).
+
+kbroker's reset-based fencing (``kbroker.broker.disconnect.fence.ms``) runs on a kbroker cluster of
+its own whose session timeout is long (30 s), so "fenced before the session ended" is decided by a
+wide margin: a killed leader (its kernel closes its heartbeat connection) must be fenced, and its
+partitions led by survivors, within half the session; a frozen one (SIGSTOP: the connection stays
+open and silent, as in a network partition) must still be registered and leading after five
+graces.
 """
 
 from __future__ import annotations
@@ -19,17 +26,24 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat.cluster import Cluster
+from compat.cluster import CONTROLLER_ID, Cluster, make_cluster
 from compat.failover import Send, check, one_line, run_failover
 
 KILLS = 3
 PAUSES = 1
 PAUSE_S = 4.0
 LEADER_WITHIN_S = 5.0
+
+LONG_SESSION_MS = 30_000
+DISCONNECT_FENCE_MS = 1000
+FENCING_TOPIC = "fencing"
 
 
 def _seed() -> int:
@@ -86,3 +100,76 @@ def test_checker_reports_each_anomaly() -> None:
         "failed_but_read": [5],
         "unexpected": [99],
     }
+
+
+# --- reset-based fencing (kbroker only: Kafka waits out the session) -------------------------
+
+
+@pytest.fixture(scope="module")
+def long_session_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    settings = {"broker.session.timeout.ms": str(LONG_SESSION_MS),
+                "kbroker.broker.disconnect.fence.ms": str(DISCONNECT_FENCE_MS)}
+    with make_cluster("kbroker", tmp_path_factory.mktemp("long-session"), settings) as running:
+        admin = AdminClient({"bootstrap.servers": running.bootstrap})
+        admin.create_topics([NewTopic(FENCING_TOPIC, 3, 3)])[FENCING_TOPIC].result(30)
+        yield running
+
+
+def _view(cluster: Cluster, broker: int) -> tuple[set[int], dict[int, int]]:
+    """(the live brokers, {partition: leader}) as ``broker``'s Metadata has them."""
+    response = cluster.metadata(broker, [FENCING_TOPIC])
+    [topic] = response.topics
+    return {b.node_id for b in response.brokers}, {p.partition_index: p.leader_id for p in topic.partitions}
+
+
+def _led_by(cluster: Cluster, victim: int) -> list[int]:
+    survivor = next(b for b in cluster.broker_ids if b != victim)
+    live, leaders = _view(cluster, survivor)
+    deadline = time.monotonic() + 30
+    while not (live == set(cluster.broker_ids) and len(leaders) == 3):  # every broker back after a restart
+        assert time.monotonic() < deadline, (live, leaders)
+        time.sleep(0.1)
+        live, leaders = _view(cluster, survivor)
+    return [p for p, leader in leaders.items() if leader == victim]
+
+
+def test_a_killed_leader_is_fenced_long_before_its_session_ends(long_session_cluster: Cluster) -> None:
+    cluster, victim = long_session_cluster, 1
+    assert _led_by(cluster, victim), "placement gives every broker a partition to lead"
+    killed = time.monotonic()
+    cluster.kill(victim)
+    survivors = [b for b in cluster.broker_ids if b != victim]
+    pending = set(survivors)
+    while pending:
+        elapsed = time.monotonic() - killed
+        assert elapsed < LONG_SESSION_MS / 2000, f"brokers {sorted(pending)} still list broker {victim} live"
+        for broker in sorted(pending):
+            live, leaders = _view(cluster, broker)
+            if victim not in live and all(leader in survivors for leader in leaders.values()):
+                pending.discard(broker)
+        time.sleep(0.05)
+    controller_log = cluster.nodes[CONTROLLER_ID].log.read_text()
+    assert f"broker {victim} fenced: its controller connection" in controller_log
+    print(f"broker {victim} fenced and its partitions led by survivors {elapsed:.2f} s after kill -9 "
+          f"(session {LONG_SESSION_MS} ms, grace {DISCONNECT_FENCE_MS} ms)")
+    cluster.start_node(victim)  # a new incarnation registers at once: the old one is fenced
+    cluster.wait_registered(cluster.broker_ids)
+
+
+def test_a_frozen_leader_is_not_fenced_before_its_session_ends(long_session_cluster: Cluster) -> None:
+    cluster, victim = long_session_cluster, 2
+    led = _led_by(cluster, victim)
+    assert led
+    survivor = next(b for b in cluster.broker_ids if b != victim)
+    cluster.pause(victim)
+    try:
+        paused = time.monotonic()
+        while time.monotonic() - paused < 5 * DISCONNECT_FENCE_MS / 1000:
+            live, leaders = _view(cluster, survivor)
+            assert victim in live, "a silent connection must not end the session early"
+            assert all(leaders[p] == victim for p in led), leaders
+            time.sleep(0.1)
+    finally:
+        cluster.resume(victim)
+    cluster.wait_registered(cluster.broker_ids)
+    assert "broker 2 fenced" not in cluster.nodes[CONTROLLER_ID].log.read_text()
