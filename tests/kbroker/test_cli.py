@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import signal
 import socket
@@ -14,6 +15,8 @@ from confluent_kafka import Producer
 from kio.schema.fetch.v12 import request as fetch
 from kio.schema.fetch.v12 import response as fetch_response
 
+from kbroker.cli import check_static_quorum, given_cluster_id
+from kbroker.config.kafka_config import KafkaConfig
 from tests.broker_process import BrokerProcess
 from tests.kbroker.handlers.wire import read_response, request_frame
 
@@ -129,3 +132,38 @@ def test_sigterm_answers_the_request_in_flight(tmp_path):
     (partition,) = response.responses[0].partitions
     assert (partition.error_code, partition.high_watermark) == (0, 1)
     assert time.monotonic() - started < 10
+
+
+def test_a_dynamic_quorum_is_refused_naming_the_key_and_the_file(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text("log.dirs=./d\nprocess.roles=broker,controller\nnode.id=1\n"
+                     "controller.quorum.bootstrap.servers=127.0.0.1:9093\n")
+    result = run_cli("serve", "--config", str(props), cwd=str(tmp_path))
+    assert result.returncode == 2
+    assert f"controller.quorum.bootstrap.servers (from {props}:4)" in result.stderr
+    assert "set controller.quorum.voters" in result.stderr
+    assert not (tmp_path / "d").exists()  # nothing started, not even as a quorum of itself
+
+
+def test_quorum_bootstrap_servers_beside_static_voters_are_logged_as_not_acted_on(caplog):
+    config = KafkaConfig.load(None, ["controller.quorum.voters=1@127.0.0.1:9093",
+                                     "controller.quorum.bootstrap.servers=127.0.0.1:9093"])
+    with caplog.at_level(logging.WARNING, logger="kbroker"):
+        check_static_quorum(config)
+    assert [r.getMessage() for r in caplog.records] == [
+        "controller.quorum.bootstrap.servers (from --override) is not acted on: the quorum is "
+        "controller.quorum.voters (static; kbroker has no dynamic quorum)"]
+
+
+def test_the_cluster_id_comes_from_the_option_then_kafka_cluster_id_then_cluster_id():
+    env = {"CLUSTER_ID": "from-cluster-id", "KAFKA_CLUSTER_ID": "from-kafka-cluster-id"}
+    assert given_cluster_id("from-option", env) == ("from-option", "--cluster-id")
+    assert given_cluster_id(None, env) == ("from-kafka-cluster-id", "KAFKA_CLUSTER_ID")
+    assert given_cluster_id(None, {"CLUSTER_ID": "from-cluster-id"}) == ("from-cluster-id", "CLUSTER_ID")
+    assert given_cluster_id(None, {"CLUSTER_ID": "  "}) == ("", "")
+
+
+def test_a_bad_cluster_id_exits_2(tmp_path):
+    result = run_cli("serve", "--override", "log.dirs=./d", "--cluster-id", "", cwd=str(tmp_path))
+    assert result.returncode == 2
+    assert "--cluster-id: the cluster id is empty" in result.stderr
