@@ -21,6 +21,9 @@ was read), ``failed_but_read`` (a definite failure that is visible) and ``unexpe
 values nobody sent). ``python -m compat.failover --target kafka|kbroker --kills 20`` starts a
 cluster, runs it and writes the JSON summary; the workload threads run at nice +5 so the
 brokers keep the CPU (two cores; a starved broker falls out of the ISR for no real reason).
+``--set key=value`` (repeatable) gives every node a setting, e.g. ``--set
+broker.session.timeout.ms=6000 --set kbroker.broker.disconnect.fence.ms=0`` for the outage with
+session-timeout fencing only (kbroker's reset-based fencing off).
 """
 
 from __future__ import annotations
@@ -522,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=RATE_PER_S, help="records/s over all producers")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of every node, over compat.cluster's (repeatable)")
+    parser.add_argument("--topology", default="isolated", help="compat.cluster's layout: isolated, combined, mixed")
     parser.add_argument("--workdir", type=Path, help="cluster data and logs (default: a new temporary directory)")
     parser.add_argument("--out", type=Path, default=Path("failover.json"))
     args = parser.parse_args(argv)
@@ -530,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(filename=workdir / "clients.log", level=logging.INFO, format="%(asctime)s %(message)s")
     print(f"failover: cluster and client logs in {workdir}", file=sys.stderr, flush=True)
     extra = dict(item.split("=", 1) for item in args.set)
-    with make_cluster(args.target, workdir, extra) as cluster:
+    with make_cluster(args.target, workdir, extra, topology=args.topology) as cluster:
         summary = run_failover(cluster, args.kills, args.pauses, args.pause_s, args.seed, args.rate, args.out)
     print(one_line(summary))
     clean = all(summary[k] == 0 for k in ("lost", "duplicates", "inconsistent", "nonmonotonic", "failed_but_read"))
