@@ -5,8 +5,9 @@ or ISR changed — becomes records appended to the metadata log and is then appl
 controller's MetadataImage; brokers replay the same log (``MetadataImage``), so they see the
 same decisions in the same order. Nothing is applied before it is in the log. The rules the
 decisions follow live beside it: leader election and ISR changes in ``elections``, what a
-broker's fencing or return does to partitions in ``broker_fencing``, replica placement and a
-new topic's records in ``topic_placement``, reassignments in ``partition_reassignment``.
+broker's fencing or return does to partitions in ``broker_fencing``, when a broker's session
+ends in ``broker_sessions``, replica placement and a new topic's records in ``topic_placement``,
+reassignments in ``partition_reassignment``.
 The metadata log is replicated by the controller quorum (replication/quorum/raft.py, driven over
 the network by kbroker/cluster/quorum_driver.py); only the quorum's leader runs these decisions.
 """
@@ -24,6 +25,7 @@ from kbroker.storage.log import PartitionLog
 
 from . import partition_reassignment as reassignment
 from .broker_fencing import drop_from_elr, elections_after_unfence, fence_records
+from .broker_sessions import BrokerSessions
 from .elections import PREFERRED_ELECTION, TopicConfigs, altered_isr, elect_on_request
 from .feature_control import METADATA_VERSION, FeatureUpdate, bootstrap_records, update_records
 from .metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage, decode_batch
@@ -56,6 +58,9 @@ class ControllerSettings:
     default_replication_factor: int
     # broker-level defaults a topic falls back to when it has no override
     broker_default: Callable[[str], str | None]
+    # kbroker.broker.disconnect.fence.ms: fence a broker this long after the broker side closed
+    # its heartbeat connection, unless it is heard from again (0 or less: only the session timeout)
+    disconnect_fence_ms: int = 0
 
 
 class QuorumController:
@@ -66,8 +71,8 @@ class QuorumController:
     Invariants: ``image`` is the metadata log replayed to its end (rebuilt from the whole log
     at ``activate``, then advanced only by ``_commit``, which applies records after Raft took
     them); while inactive every decision raises NOT_CONTROLLER. Broker sessions
-    (``_last_heartbeat_ms``) are this controller's own: a newly active controller gives every
-    registered broker a full session.
+    (``sessions``, see broker_sessions.py) are this controller's own: a newly active controller
+    gives every registered broker a full session.
     """
 
     def __init__(self, metadata_log: PartitionLog, settings: ControllerSettings,
@@ -78,7 +83,7 @@ class QuorumController:
         self.image = MetadataImage()
         self.epoch = 0
         self.active = False
-        self._last_heartbeat_ms: dict[int, int] = {}
+        self.sessions = BrokerSessions(settings.session_timeout_ms, settings.disconnect_fence_ms)
         # broker id -> (metadata offset it fetched from, when): DescribeQuorum's observers
         self.observers: dict[int, tuple[int, int]] = {}
         self._waiters: set[asyncio.Future[None]] = set()
@@ -93,10 +98,7 @@ class QuorumController:
                 self.image.apply(offset, record)
         self.epoch = epoch
         self.active = True
-        # Live brokers get a full session from now: the heartbeats they sent another
-        # controller were not seen by this one.
-        for broker in self.image.brokers.values():
-            self._last_heartbeat_ms[broker.broker_id] = now_ms
+        self.sessions.reset(self.image.brokers, now_ms)
         log.info("controller %d active at epoch %d, metadata offset %d",
                  self.settings.node_id, self.epoch, self.image.offset)
         if self.image.cluster_id and METADATA_VERSION not in self.image.features:
@@ -152,18 +154,21 @@ class QuorumController:
     # --- brokers --------------------------------------------------------------------------
 
     def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int, rack: str | None,
-                        now_ms: int, previous_broker_epoch: int = -1, same_process: bool = False) -> int:
+                        now_ms: int, previous_broker_epoch: int = -1, same_process: bool = False,
+                        connection: str | None = None) -> int:
         """Register (or re-register after a restart); returns the new broker epoch. A broker that
         did not shut down cleanly with its last epoch (``previous_broker_epoch``) may have lost
         unflushed records, so it loses its ELR claims (KIP-966). Another live incarnation is
         refused until its session expires — unless the new one registers from this controller's
         own process (``same_process``): then the old one was this process's predecessor and is
-        certainly gone, and a restarted combined node need not wait out its own session."""
+        certainly gone, and a restarted combined node need not wait out its own session.
+        ``connection`` is the connection the request came on (None: in process), the one whose
+        closing can end the session early (``BrokerSessions``)."""
         self._require_active()
         current = self.image.brokers.get(broker_id)
         if (current is not None and current.incarnation_id != incarnation_id and not current.fenced
                 and not same_process
-                and now_ms - self._last_heartbeat_ms.get(broker_id, 0) < self.settings.session_timeout_ms):
+                and self.sessions.expiry_reason(broker_id, now_ms) is None):
             raise KafkaError(
                 ErrorCode.duplicate_broker_registration,
                 f"Another broker is registered with that broker id {broker_id} and its session is still live.",
@@ -174,20 +179,21 @@ class QuorumController:
         if current is not None and previous_broker_epoch != current.broker_epoch:
             records += drop_from_elr(self.image, broker_id)
         records.append(RegisterBrokerRecord(broker_id, incarnation_id, host, port, rack))
-        self._last_heartbeat_ms[broker_id] = now_ms
+        self.sessions.touch(broker_id, now_ms, connection)
         self._commit(records, now_ms)
         epoch = self.image.brokers[broker_id].broker_epoch
         log.info("broker %d registered at %s:%d (epoch %d)", broker_id, host, port, epoch)
         return epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
-                  want_shutdown: bool, now_ms: int) -> tuple[bool, bool, bool]:
-        """(is_caught_up, is_fenced, should_shut_down), as BrokerHeartbeat answers."""
+                  want_shutdown: bool, now_ms: int, connection: str | None = None) -> tuple[bool, bool, bool]:
+        """(is_caught_up, is_fenced, should_shut_down), as BrokerHeartbeat answers; ``connection``
+        as for ``register_broker``."""
         self._require_active()
         broker = self.image.brokers.get(broker_id)
         if broker is None or broker.broker_epoch != broker_epoch:
             raise KafkaError(ErrorCode.stale_broker_epoch, f"Expected broker epoch for {broker_id} is stale")
-        self._last_heartbeat_ms[broker_id] = now_ms
+        self.sessions.touch(broker_id, now_ms, connection)
         caught_up = metadata_offset >= broker.broker_epoch
         if want_shutdown:
             # Controlled shutdown: move leadership away first, then fence.
@@ -201,12 +207,29 @@ class QuorumController:
             log.info("broker %d unfenced", broker_id)
         return caught_up, self.image.brokers[broker_id].fenced, False
 
+    def connection_closed(self, connection: str, now_ms: int) -> None:
+        """The broker side closed ``connection`` (end of file or reset): a broker whose heartbeats
+        it carried is fenced ``disconnect_fence_ms`` from now unless it is heard from again."""
+        if not self.active:
+            return
+        for broker_id in self.sessions.connection_closed(connection, now_ms):
+            if self.settings.disconnect_fence_ms > 0 and self.image.is_live(broker_id):
+                log.info("broker %d closed its controller connection %s: fenced in %d ms unless it reconnects",
+                         broker_id, connection, self.settings.disconnect_fence_ms)
+
     def fence_expired_sessions(self, now_ms: int) -> None:
+        """Fence every unfenced broker whose session has ended (``BrokerSessions``)."""
         for broker in list(self.image.brokers.values()):
-            last = self._last_heartbeat_ms.get(broker.broker_id, 0)
-            if not broker.fenced and now_ms - last >= self.settings.session_timeout_ms:
-                log.warning("broker %d fenced: no heartbeat for %d ms", broker.broker_id, now_ms - last)
+            if broker.fenced:
+                continue
+            reason = self.sessions.expiry_reason(broker.broker_id, now_ms)
+            if reason is not None:
+                log.warning("broker %d fenced: %s", broker.broker_id, reason)
                 self._commit(fence_records(self.image, self._configs, broker.broker_id), now_ms)
+
+    def next_session_deadline_ms(self) -> int | None:
+        """When the next unfenced broker's session ends if nothing is heard (None: no such broker)."""
+        return self.sessions.next_deadline_ms(b.broker_id for b in self.image.brokers.values() if not b.fenced)
 
     # --- leader elections on request (ElectLeaders) and auto leader rebalance -------------
 
