@@ -5,13 +5,14 @@ started with ``--cluster-id`` as Kafka's nodes are formatted with ``kafka-storag
 A broker of another cluster is refused (INCONSISTENT_CLUSTER_ID) and exits with status 1 naming
 both ids, while the cluster it tried to join goes on; a voter of another cluster exits once a
 majority of the other voters refuse it; a node restarted with an id other than its
-meta.properties is refused naming the file. (Kafka 4.3.1 in the broker case keeps running, never
-registers, and logs "Unexpected error INCONSISTENT_CLUSTER_ID in FETCH response" about 25 times a
-second; kbroker stops instead of looping.)
+meta.properties is refused naming the file; three combined nodes agree on one id, given or not.
+(Kafka 4.3.1 in the broker case keeps running, never registers, and logs "Unexpected error
+INCONSISTENT_CLUSTER_ID in FETCH response" about 25 times a second; kbroker stops instead.)
 """
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,38 @@ def test_a_voter_of_another_cluster_exits_and_the_quorum_goes_on(tmp_path: Path)
                 f"refused Fetch from node {ids[-1]}: INCONSISTENT_CLUSTER_ID" in voter.read_log()
     finally:
         close(member, *voters)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("given", [CLUSTER, None], ids=["given", "generated"])
+def test_three_combined_nodes_agree_on_one_cluster_id(tmp_path: Path, given: str | None) -> None:
+    """Kafka's small-cluster layout. Given an id (as ``kafka-storage format -t``), every node
+    writes it; given none, the first active controller invents one and writes it as the metadata
+    log's first record, and every node adopts it from there (meta.properties written then)."""
+    ids = [1, 2, 3]
+    common, ports = quorum(tmp_path, ids)
+    nodes = []
+    for node_id in ids:
+        client_port = free_port()
+        nodes.append(Node(tmp_path / f"node-{node_id}", node_id, {
+            **common, "process.roles": "broker,controller", "inter.broker.listener.name": "PLAINTEXT",
+            "listeners": f"PLAINTEXT://{HOST}:{client_port},CONTROLLER://{HOST}:{ports[node_id]}"},
+            client_port, "broker", given))
+    try:
+        for node in nodes:
+            node.start(wait=False)
+        for node in nodes:
+            node.wait_ready(brokers=3)
+        answered = {node.metadata([]).cluster_id for node in nodes}
+        written = [line.removeprefix("cluster.id=") for node in nodes
+                   for line in (node.data_dir / "meta.properties").read_text().splitlines()
+                   if line.startswith("cluster.id=")]
+        assert len(answered) == 1 and len(written) == 3 and answered == set(written)
+        assert given is None or answered == {given}
+    finally:
+        for node in nodes:  # together: a quorum that loses a voter at a time still has a majority to leave by
+            if node.is_running():
+                node.signal(signal.SIGTERM)
+        for node in nodes:
+            if node.pid is not None:
+                node.wait_exit()
