@@ -5,8 +5,9 @@ controller, brokers 1-3 in racks a, b, c, ``offsets.topic.replication.factor=3``
 ``min.insync.replicas=2``), so ``__consumer_offsets`` does not exist yet when a broker dies.
 Broker 3 is SIGKILLed; once the controller has fenced it (Metadata no longer lists it):
 
-- CreateTopics with RF 3 succeeds: the fenced broker is still registered, so every partition
-  gets 3 replicas, led by a survivor, with the dead broker outside the ISR;
+- CreateTopics with RF 3, then CreatePartitions, succeed: the fenced broker is still
+  registered, so every partition gets 3 replicas, led by a survivor, with the dead broker
+  outside the ISR;
 - new consumer groups (confluent-kafka, then aiokafka) find a coordinator — which needs
   ``__consumer_offsets``, created now with RF 3 the same way — get an assignment, consume what
   an acks=all producer wrote and commit it; a transactional producer commits a transaction
@@ -27,7 +28,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from compat.cluster import Cluster, make_cluster
 
@@ -35,7 +36,7 @@ RACKS = {1: "a", 2: "b", 3: "c"}
 VICTIM = 3
 SURVIVORS = [1, 2]
 TOPIC = "after-loss"
-PARTITIONS = 6
+PARTITIONS = 6  # 4 from CreateTopics, 2 more from CreatePartitions
 RECORDS = 60
 DEADLINE_S = 60.0
 # Kafka took 9-20 s from subscribe to the first assignment here (it creates and loads the 50
@@ -143,11 +144,12 @@ def test_rf3_topics_and_new_groups_survive_the_loss_of_one_broker(fresh_cluster:
                  lambda b=broker: sorted(n.node_id for n in cluster.metadata(b, []).brokers) == SURVIVORS)
     fenced_after = time.monotonic() - killed
 
-    # (a) CreateTopics RF 3: three replicas each, led by survivors, the dead broker out of the ISR.
+    # (a) CreateTopics RF 3 and CreatePartitions: three replicas each, led by survivors, the dead broker out of the ISR.
     admin = AdminClient({"bootstrap.servers": survivors})
     created = time.monotonic()
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(timeout=30)
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS - 2, 3)])[TOPIC].result(timeout=30)
     create_s = time.monotonic() - created
+    admin.create_partitions([NewPartitions(TOPIC, PARTITIONS)])[TOPIC].result(timeout=30)
     layout = wait_for("the new topic's partitions on broker 1", lambda: every_partition(cluster))
     for partition, (leader, replicas, isr) in layout.items():
         assert replicas == [1, 2, 3], (partition, replicas)
