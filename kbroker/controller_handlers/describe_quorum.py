@@ -3,8 +3,9 @@
 From this voter's Raft state: the leader, its epoch and high watermark, the voters with the
 log end offset each last fetched from and when (known on the leader; a follower reports only
 itself), and the observers (brokers following the metadata log, as seen by the leader). v2
-adds the voters' endpoints. Anything but ``__cluster_metadata`` partition 0 is
-UNKNOWN_TOPIC_OR_PARTITION; Kafka asks the leader, and so does kafka-metadata-quorum.
+adds the voters' endpoints (none for a single node's voter, which listens only in process).
+Anything but ``__cluster_metadata`` partition 0 is UNKNOWN_TOPIC_OR_PARTITION; Kafka asks the
+leader, and so does kafka-metadata-quorum.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     if ctx.api_version >= 2:
         nodes = tuple(
             build(m.Node, node_id=voter, listeners=(build(m.Listener, name="CONTROLLER", host=host, port=port),))
-            for voter, (host, port) in sorted(services.voters.items()))
+            for voter, (host, port) in sorted(services.voters.items())
+            if port)  # a single node's only voter has no controller listener: no endpoint to name
     return build(m.DescribeQuorumResponse, error_code=ErrorCode.none, error_message=None, topics=tuple(topics),
                  nodes=nodes)
