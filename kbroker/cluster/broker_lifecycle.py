@@ -1,15 +1,17 @@
 """BrokerLifecycleManager: a broker's life with its controller.
 
 It follows the metadata log — on a broker-only node by Fetch of ``__cluster_metadata`` as an
-observer (long-polling); on a combined node (a single node included) by reading what its own
-controller voter has committed, as Kafka's brokers share their node's Raft client — replays it
-into a MetadataImage and hands every change to the ForwardingController (catalogue
-and replicas). It registers the broker (BrokerRegistration: the broker epoch), heartbeats every
-``broker.heartbeat.interval.ms`` (staying fenced until it has replayed the log up to its own
-registration), re-registers when told its epoch is stale, and on shutdown asks for a controlled
-shutdown so leadership moves away before the process exits. It also carries AlterPartition and
-AllocateProducerIds to the controller: in process when the active controller is the local voter
-(LocalControllerClient), else over a socket bound to this broker's own address.
+observer (long-polling; below the controller's log start it is told to FetchSnapshot the
+latest snapshot and loads it into a new image first, KIP-630); on a combined node (a single
+node included) by reading what its own controller voter has committed, as Kafka's brokers
+share their node's Raft client — replays it into a MetadataImage and hands every change to
+the ForwardingController (catalogue and replicas). It registers the broker
+(BrokerRegistration: the broker epoch), heartbeats every ``broker.heartbeat.interval.ms``
+(staying fenced until it has replayed the log up to its own registration), re-registers when
+told its epoch is stale, and on shutdown asks for a controlled shutdown so leadership moves
+away before the process exits. It also carries AlterPartition and AllocateProducerIds to the
+controller: in process when the active controller is the local voter (LocalControllerClient),
+else over a socket bound to this broker's own address.
 """
 
 from __future__ import annotations
@@ -27,19 +29,23 @@ from kio.schema.alter_partition.v3 import request as alter_partition_v3
 from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
 from kio.schema.broker_registration.v4 import request as registration_v4
 from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.fetch_snapshot.v0 import request as fetch_snapshot_v0
 
 from kbroker.cluster.controller_channel import LocalControllerClient
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.node.meta_properties import adopt_cluster_id
 from kbroker.protocol.codec import build
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.records import split_batches
+from kbroker.protocol.records import batch_size_at, read_header
 from kbroker.replication.forwarding_controller import ForwardingController
 from kbroker.replication.inter_broker_client import InterBrokerClient
 from kbroker.replication.loop_turns import LoopTurns
+from kbroker.replication.quorum import raft_snapshot
 from kbroker.replication.quorum.metadata_image import METADATA_TOPIC, MetadataImage, decode_batch
+from kbroker.replication.quorum.metadata_snapshot import image_from_snapshot
 from kbroker.replication.quorum.partition_registration import PartitionRegistration
 from kbroker.replication.quorum.quorum_controller import QuorumController
+from kbroker.replication.quorum.raft import RaftNode
 from kbroker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -86,6 +92,9 @@ class LocalVoter(Protocol):
 
     @property
     def high_watermark(self) -> int: ...
+
+    @property
+    def raft(self) -> RaftNode | None: ...
 
     def metadata_batches(self, start: int) -> bytes: ...
 
@@ -327,8 +336,50 @@ class BrokerLifecycleManager:
                 log.warning("metadata fetch: %s", ErrorCode(data.error_code).name)
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
+            if data.snapshot_id.end_offset >= 0:
+                # Our position lies below the controller's log start: its snapshot first (KIP-630).
+                await self._fetch_snapshot(data.snapshot_id.end_offset, data.snapshot_id.epoch)
+                continue
             if data.records:
                 await self._replay(bytes(data.records))
+
+    async def _fetch_snapshot(self, end_offset: int, epoch: int) -> None:
+        """FetchSnapshot (59) the controller's snapshot in chunks, then load it into a new image."""
+        m = fetch_snapshot_v0
+        data = bytearray()
+        while not self._stopped:
+            request = m.FetchSnapshotRequest(
+                replica_id=self.broker.node_id, max_bytes=METADATA_FETCH_MAX_BYTES,
+                topics=(m.TopicSnapshot(name=METADATA_TOPIC, partitions=(m.PartitionSnapshot(
+                    partition=0, current_leader_epoch=-1, position=len(data),
+                    snapshot_id=m.SnapshotId(end_offset=end_offset, epoch=epoch)),)),))
+            try:
+                response = await self.metadata.request(59, 0, request, timeout_s=30.0)
+            except (ConnectionError, TimeoutError) as exc:
+                log.info("metadata snapshot fetch failed: %s", exc)
+                self._find_controller()
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                return
+            part = response.topics[0].partitions[0] if response.topics else None
+            code = ErrorCode(part.error_code if part is not None else response.error_code)
+            if part is None or code != ErrorCode.none:
+                # SNAPSHOT_NOT_FOUND: a newer one replaced it; the next Fetch names that one.
+                log.info("metadata snapshot fetch: %s", code.name)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                return
+            data += part.unaligned_records
+            if len(data) >= part.size:
+                break
+        else:
+            return
+        await self._load_snapshot(raft_snapshot.decode(bytes(data)), end_offset)
+
+    async def _load_snapshot(self, payloads: list[bytes], end_offset: int) -> None:
+        """Replace the image by a snapshot's (what it no longer lists, the catalogue drops too)."""
+        self.image = image_from_snapshot(payloads, end_offset)
+        self.next_metadata_offset = end_offset
+        log.info("metadata snapshot loaded: %d records, up to offset %d", len(payloads), end_offset)
+        await self._after_replay(applied=True)
 
     async def _local_metadata_loop(self) -> None:
         """A combined node: replay what the local voter has committed (below its high watermark;
@@ -337,6 +388,14 @@ class BrokerLifecycleManager:
         assert node is not None
         while not self._stopped:
             committed = node.high_watermark
+            raft_log = node.raft.log if node.raft is not None else None
+            if raft_log is not None and self.next_metadata_offset < raft_log.start_offset:
+                # The entries we have not replayed are behind the voter's snapshot (at start, or
+                # after the voter took its leader's snapshot): load that first.
+                snapshot = raft_log.latest_snapshot_id
+                assert snapshot is not None, "a log start above 0 is a snapshot's end"
+                await self._load_snapshot(raft_log.snapshot_payloads(snapshot), snapshot.end_offset)
+                continue
             if committed > self.next_metadata_offset:
                 await self._replay(node.metadata_batches(self.next_metadata_offset), committed)
                 continue
@@ -353,10 +412,14 @@ class BrokerLifecycleManager:
         be read again and again)."""
         applied = False
         turns = LoopTurns()  # a topic of thousands of partitions is thousands of records
-        for position, header in split_batches(memoryview(records)):
-            batch = records[position:position + header.batch_length + 12]
-            if len(batch) < header.batch_length + 12:
-                break  # a partial batch at the end of a fetch: fetched again next time
+        position = 0
+        while True:
+            size = batch_size_at(records, position)
+            if size is None or position + size > len(records):
+                break  # a partial batch at the end of a fetch (max bytes): fetched again next time
+            header = read_header(records, position)
+            batch = records[position:position + size]
+            position += size
             for offset, record in decode_batch(batch):
                 if offset >= self.next_metadata_offset and (end is None or offset < end):
                     self.image.apply(offset, record)
@@ -364,6 +427,10 @@ class BrokerLifecycleManager:
                     await turns.maybe_yield()
             last = header.last_offset if end is None else min(header.last_offset, end - 1)
             self.next_metadata_offset = max(self.next_metadata_offset, last + 1)
+        await self._after_replay(applied)
+
+    async def _after_replay(self, applied: bool) -> None:
+        """Wake what waits on the image, learn the cluster id, hand the image to the catalogue."""
         if applied:
             self._replayed.set()
         if self.image.cluster_id and not self._cluster_id_known.is_set():

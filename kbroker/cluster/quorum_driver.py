@@ -40,6 +40,8 @@ from kbroker.replication.quorum.raft_messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Outbound,
     RaftMessage,
     VoteRequest,
@@ -57,7 +59,7 @@ log = logging.getLogger(__name__)
 _refused_log = RateLimitedLogger(log, burst=3)
 
 TICK_S = 0.01
-_RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse)
+_RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse, FetchSnapshotResponse)
 _RESTART_LOG_INTERVAL_S = 30.0
 
 
@@ -196,5 +198,7 @@ class QuorumDriver:
             return BeginQuorumEpochResponse(code, None, epoch)
         if isinstance(message, EndQuorumEpochRequest):
             return EndQuorumEpochResponse(code, None, epoch)
+        if isinstance(message, FetchSnapshotRequest):
+            return FetchSnapshotResponse(message.correlation_id, code, None, epoch, message.snapshot_id)
         assert isinstance(message, FetchRequest)
         return FetchResponse(message.correlation_id, code, self.raft.high_watermark, None, epoch, None, ())

@@ -127,6 +127,11 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("inter.broker.listener.name", _S, None),
         ("broker.rack", _S, None),
         ("metadata.log.dir", _S, None),
+        # Controller snapshots and the metadata log's segments (replication/quorum/metadata_snapshot.py)
+        ("metadata.log.max.record.bytes.between.snapshots", _L, "20971520"),
+        ("metadata.log.max.snapshot.interval.ms", _L, "3600000"),
+        ("metadata.log.segment.bytes", _I, "1073741824"),
+        ("metadata.log.segment.ms", _L, "604800000"),
         ("broker.session.timeout.ms", _I, "9000"),
         ("broker.heartbeat.interval.ms", _I, "2000"),
         # kbroker's own: a broker whose heartbeat connection its side closed (a crash) and that is

@@ -28,6 +28,7 @@ from . import (
     describe_quorum,
     elect_leaders,
     end_quorum_epoch,
+    fetch_snapshot,
     incremental_alter_configs,
     list_partition_reassignments,
     metadata_fetch,
@@ -41,7 +42,7 @@ CONTROLLER_HANDLERS: dict[int, ModuleType] = {
     for m in (
         api_versions, allocate_producer_ids, alter_partition, alter_partition_reassignments, begin_quorum_epoch,
         broker_heartbeat, broker_registration, create_partitions, create_topics, delete_topics, describe_cluster,
-        describe_quorum, elect_leaders, end_quorum_epoch, incremental_alter_configs, list_partition_reassignments,
-        metadata_fetch, unregister_broker, update_features, vote,
+        describe_quorum, elect_leaders, end_quorum_epoch, fetch_snapshot, incremental_alter_configs,
+        list_partition_reassignments, metadata_fetch, unregister_broker, update_features, vote,
     )
 }

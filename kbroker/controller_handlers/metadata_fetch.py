@@ -5,7 +5,9 @@ replication and goes to the RaftNode. Any other fetcher is an observer — a bro
 metadata log (KRaft): the leader answers with whole record batches below the quorum's high
 watermark (committed decisions only), waiting up to max_wait for more; a controller that does
 not lead answers NOT_LEADER_OR_FOLLOWER with the leader it knows (current_leader), so the
-broker moves to it. A fetch below the log start or past its end is OFFSET_OUT_OF_RANGE. A
+broker moves to it. A fetch below the log start is answered with the latest snapshot's id
+(``snapshot_id``, KIP-630: the broker fetches it with FetchSnapshot); one past the end is
+OFFSET_OUT_OF_RANGE. A
 fetch naming another cluster's id, from a voter or a broker, gets the top-level error
 INCONSISTENT_CLUSTER_ID and no data, as from Kafka (controller_handlers/cluster_identity.py).
 """
@@ -72,15 +74,21 @@ async def handle(ctx: RequestContext[Services], request: FetchRequest) -> FetchR
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            snapshot = None
             if topic.topic == METADATA_TOPIC and p.partition == 0:
+                snapshot = raft.log.latest_snapshot_id if p.fetch_offset < raft.log.start_offset else None
                 error, data = _read(services, p.fetch_offset, p.partition_max_bytes)
             else:
                 error, data = ErrorCode.unknown_topic_or_partition, b""
+            if snapshot is not None and services.controller.active:
+                error, data = ErrorCode.none, b""
             partitions.append(build(
                 m.PartitionData, partition_index=p.partition, error_code=error, high_watermark=services.high_watermark,
                 last_stable_offset=services.high_watermark, log_start_offset=services.controller.log.log_start_offset,
                 current_leader=leader, aborted_transactions=None, preferred_read_replica=-1,
-                records=data or None,
+                records=data or None, snapshot_id=build(
+                    m.SnapshotId, end_offset=-1 if snapshot is None else snapshot.end_offset,
+                    epoch=-1 if snapshot is None else snapshot.epoch),
             ))
         topics.append(build(m.FetchableTopicResponse, topic=topic.topic, partitions=tuple(partitions)))
     return build(m.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0,

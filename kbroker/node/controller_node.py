@@ -32,8 +32,9 @@ from kbroker.network.socket_server import SocketServer
 from kbroker.node.meta_properties import adopt_cluster_id, random_id
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.legacy_catalogue import legacy_records, mark_imported
-from kbroker.replication.quorum.metadata_image import BROKER_RESOURCE, METADATA_TOPIC, decode_batch
-from kbroker.replication.quorum.metadata_records import ClusterIdRecord, ConfigRecord, MetadataRecord
+from kbroker.replication.quorum.metadata_image import BROKER_RESOURCE, METADATA_TOPIC
+from kbroker.replication.quorum.metadata_records import ConfigRecord, MetadataRecord
+from kbroker.replication.quorum.metadata_snapshot import SnapshotPolicy, SnapshotSettings, load_image
 from kbroker.replication.quorum.quorum_controller import ControllerSettings, QuorumController
 from kbroker.replication.quorum.raft import RaftConfig, RaftNode, RaftRole
 from kbroker.replication.quorum.raft_log import FileQuorumState, PartitionRaftLog
@@ -64,7 +65,12 @@ class ControllerNode:
         metadata_dir = config.get("metadata.log.dir") or config.log_dirs[0]
         self.metadata_dir = os.path.join(metadata_dir, f"{METADATA_TOPIC}-0")
         os.makedirs(self.metadata_dir, exist_ok=True)
-        self.metadata_log = PartitionLog(self.metadata_dir, METADATA_TOPIC, 0, LogConfig(), clock=clock)
+        self.metadata_log = PartitionLog(self.metadata_dir, METADATA_TOPIC, 0, LogConfig(
+            segment_bytes=config.get_int("metadata.log.segment.bytes"),
+            segment_ms=config.get_int("metadata.log.segment.ms")), clock=clock)
+        self.snapshots = SnapshotPolicy(SnapshotSettings(
+            max_bytes_between_snapshots=config.get_int("metadata.log.max.record.bytes.between.snapshots"),
+            max_interval_ms=config.get_int("metadata.log.max.snapshot.interval.ms")), clock.wall_ms())
         self.quorum: QuorumDriver | None = None
         self.controller = QuorumController(self.metadata_log, ControllerSettings(
             node_id=self.node_id,
@@ -144,7 +150,9 @@ class ControllerNode:
         leading = self.raft.role is RaftRole.LEADER
         if leading and not self.controller.active:
             try:
-                self.controller.activate(self.raft.epoch, self.clock.wall_ms())
+                raft_log = self.raft.log
+                self.controller.activate(self.raft.epoch, self.clock.wall_ms(),
+                                         load_image(raft_log, raft_log.end_offset))
                 if not self.controller.image.cluster_id:
                     self._bootstrap()
             except KafkaError as exc:
@@ -164,6 +172,10 @@ class ControllerNode:
                 else:
                     keep.append((offset, future))
             self._committed_waiters = keep
+        try:
+            self.snapshots.on_committed(self.raft.log, high_watermark, self.clock.wall_ms())
+        except OSError as exc:
+            log.error("metadata snapshot not written: %s", exc)
         if not self._cluster_id_from_log and high_watermark > 0:
             self._adopt_cluster_id()
         if high_watermark != self._last_high_watermark:
@@ -197,19 +209,19 @@ class ControllerNode:
 
     def _adopt_cluster_id(self) -> None:
         """The first active controller wrote the cluster id as the log's first metadata record;
-        every voter answers with that one (a voter's own meta.properties may name another)."""
-        for batch in self.metadata_log.iter_batches():
-            for _offset, record in decode_batch(batch):
-                if isinstance(record, ClusterIdRecord):
-                    if self.cluster_id and record.cluster_id != self.cluster_id:
-                        self.on_inconsistent_cluster(
-                            f"INCONSISTENT_CLUSTER_ID: the metadata log is of cluster {record.cluster_id}, this "
-                            f"node's log dirs ({', '.join(self.config.log_dirs)}) of cluster {self.cluster_id}")
-                        return
-                    self.cluster_id = record.cluster_id
-                    self._cluster_id_from_log = True
-                    adopt_cluster_id(self.config.log_dirs, self.node_id, self.cluster_id)
-                return
+        every voter answers with that one (a voter's own meta.properties may name another). It is
+        read from the committed image (the record may lie behind a snapshot)."""
+        image = self.snapshots.image
+        if image is None or not image.cluster_id:
+            return
+        if self.cluster_id and image.cluster_id != self.cluster_id:
+            self.on_inconsistent_cluster(
+                f"INCONSISTENT_CLUSTER_ID: the metadata log is of cluster {image.cluster_id}, this "
+                f"node's log dirs ({', '.join(self.config.log_dirs)}) of cluster {self.cluster_id}")
+            return
+        self.cluster_id = image.cluster_id
+        self._cluster_id_from_log = True
+        adopt_cluster_id(self.config.log_dirs, self.node_id, self.cluster_id)
 
     @property
     def high_watermark(self) -> int:

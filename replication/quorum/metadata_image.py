@@ -100,8 +100,9 @@ class MetadataImage:
             case ClusterIdRecord():
                 self.cluster_id = record.cluster_id
             case RegisterBrokerRecord():
+                epoch = offset if record.broker_epoch < 0 else record.broker_epoch  # (from a snapshot)
                 self.brokers[record.broker_id] = BrokerRegistration(
-                    record.broker_id, offset, record.incarnation_id, record.host, record.port, record.rack)
+                    record.broker_id, epoch, record.incarnation_id, record.host, record.port, record.rack)
             case FenceBrokerRecord():
                 self._set_fenced(record.broker_id, True)
             case UnfenceBrokerRecord():

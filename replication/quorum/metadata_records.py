@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .partition_registration import PartitionRegistration
@@ -40,17 +40,20 @@ class ClusterIdRecord:
 
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:
-    """A broker registered (or re-registered); its broker epoch is this record's offset."""
+    """A broker registered (or re-registered); its broker epoch is this record's offset in the log, and
+    ``broker_epoch`` in a snapshot (where offsets are the snapshot's own; -1 in the log)."""
 
     broker_id: int
     incarnation_id: str
     host: str
     port: int
     rack: str | None
+    broker_epoch: int = field(default=-1, metadata={"omitted_when": -1})  # the log's bytes stay as they were
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> RegisterBrokerRecord:
-        return cls(raw["broker_id"], raw["incarnation_id"], raw["host"], raw["port"], raw.get("rack"))
+        return cls(raw["broker_id"], raw["incarnation_id"], raw["host"], raw["port"], raw.get("rack"),
+                   raw.get("broker_epoch", -1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +224,9 @@ class UnknownMetadataRecord(ValueError):
     """A metadata log record whose ``"type"`` this kbroker does not know."""
 
 
+_NEVER = object()  # no field value equals it: fields without "omitted_when" are always written
+
+
 def _json_default(value: object) -> str:
     if isinstance(value, uuid.UUID):
         return str(value)
@@ -231,7 +237,8 @@ def encode_record(record: MetadataRecord) -> bytes:
     """One metadata record as the value of one record of the metadata log."""
     # Fields are flat (no nested records), so a shallow dict does; asdict's deep copy tripled
     # the cost, and a new topic of 10,000 partitions writes 10,000 records.
-    body: dict[str, object] = {f.name: getattr(record, f.name) for f in fields(record)}
+    body: dict[str, object] = {f.name: getattr(record, f.name) for f in fields(record)
+                               if getattr(record, f.name) != f.metadata.get("omitted_when", _NEVER)}
     body["type"] = type(record).__name__
     return json.dumps(body, separators=(",", ":"), sort_keys=True, default=_json_default).encode()
 

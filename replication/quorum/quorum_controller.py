@@ -90,12 +90,16 @@ class QuorumController:
 
     # --- the metadata log -----------------------------------------------------------------
 
-    def activate(self, epoch: int, now_ms: int) -> None:
-        """This node leads the quorum at ``epoch``: rebuild the image from the whole log."""
-        self.image = MetadataImage()
-        for batch in self.log.iter_batches():
-            for offset, record in decode_batch(batch):
-                self.image.apply(offset, record)
+    def activate(self, epoch: int, now_ms: int, image: MetadataImage | None = None) -> None:
+        """This node leads the quorum at ``epoch``: its image is ``image`` (the controller node
+        passes the latest snapshot and the log after it, ``metadata_snapshot.load_image``), else
+        the whole log replayed."""
+        if image is None:
+            image = MetadataImage()
+            for batch in self.log.iter_batches():
+                for offset, record in decode_batch(batch):
+                    image.apply(offset, record)
+        self.image = image
         self.epoch = epoch
         self.active = True
         self.sessions.reset(self.image.brokers, now_ms)

@@ -6,6 +6,12 @@ observers send Fetch(fetch_offset, last_fetched_epoch); the leader answers with 
 computed from its epoch history (KIP-101/KIP-279 "largest epoch <= requested"), and advances the high
 watermark to the majority-replicated offset once an entry of its own epoch (the LeaderChange entry it
 appends when elected) is among them.
+
+Snapshots (KIP-630): the state machine stores a snapshot of its committed state in the log
+(``RaftLog.create_snapshot``) and the log may then drop the entries behind it. A fetcher whose position
+lies below the leader's log start (or whose last fetched epoch is older than the snapshot) is answered
+with the latest snapshot's id instead of entries; it pulls the snapshot with FetchSnapshot in chunks,
+installs it (its log restarts empty at the snapshot's end) and goes on fetching from there.
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ from kbroker.replication.quorum.raft_messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LogEntry,
     Outbound,
     RaftMessage,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -59,6 +68,16 @@ class RaftConfig:
     # A follower re-fetches this long after an empty answer (stands in for the leader's long poll).
     fetch_backoff_ms: int = 50
     max_fetch_records: int = 64
+    # Bytes of snapshot per FetchSnapshot answer.
+    max_snapshot_chunk_bytes: int = 1 << 20
+
+
+@dataclass(slots=True)
+class _SnapshotFetch:
+    """A snapshot being pulled from the leader: its id and the bytes received so far."""
+
+    snapshot_id: SnapshotId
+    data: bytearray
 
 
 class RaftNode:
@@ -69,8 +88,9 @@ class RaftNode:
       leaves, so a node votes at most once per epoch, across restarts;
     - a node is leader of an epoch only after a majority of voters granted it their vote in that epoch, and
       a node never becomes leader twice in one epoch (after a restart it must win a new epoch);
-    - the log only changes by appends at its end, or by truncation of a follower's tail the leader reported
-      as divergent; the leader never truncates;
+    - the log only changes by appends at its end, by truncation of a follower's tail the leader reported
+      as divergent (the leader never truncates), by dropping entries a snapshot of committed entries holds,
+      or by a follower replacing it with the leader's snapshot;
     - `high_watermark` never decreases while the node runs and never exceeds entries shared by a majority of
       voters; a leader moves it only to an offset above its own epoch's first entry.
     """
@@ -92,7 +112,10 @@ class RaftNode:
         self._log = log
         self._store = store
         self._rng = rng
-        self._high_watermark = 0
+        # Everything a snapshot holds was committed when it was taken.
+        snapshot = log.latest_snapshot_id
+        self._high_watermark = 0 if snapshot is None else snapshot.end_offset
+        self._snapshot_fetch: _SnapshotFetch | None = None
         self._next_correlation_id = 0
         self._inflight_fetch: int | None = None
         self._inflight_sent_ms = 0
@@ -188,6 +211,10 @@ class RaftNode:
             self._on_fetch_request(now_ms, sender_id, message, out)
         elif isinstance(message, FetchResponse):
             self._on_fetch_response(now_ms, sender_id, message)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._on_fetch_snapshot_request(now_ms, sender_id, message, out)
+        elif isinstance(message, FetchSnapshotResponse):
+            self._on_fetch_snapshot_response(now_ms, sender_id, message)
         elif isinstance(message, VoteRequest):
             self._on_vote_request(now_ms, sender_id, message, out)
         elif isinstance(message, VoteResponse):
@@ -229,6 +256,7 @@ class RaftNode:
         self._votes = set()
         self._leader_state = None
         self._inflight_fetch = None
+        self._snapshot_fetch = None
 
     def _become_unattached(self, now_ms: int, epoch: int) -> None:
         was_leaderless = self._role in (RaftRole.UNATTACHED, RaftRole.VOTED, RaftRole.CANDIDATE)
@@ -389,10 +417,10 @@ class RaftNode:
 
     def _on_fetch_request(self, now_ms: int, sender_id: int, request: FetchRequest, out: list[Outbound]) -> None:
         def answer(code: ErrorCode, diverging_epoch: DivergingEpoch | None = None,
-                   records: tuple[LogEntry, ...] = ()) -> None:
+                   records: tuple[LogEntry, ...] = (), snapshot_id: SnapshotId | None = None) -> None:
             response = FetchResponse(
                 request.correlation_id, code, self._high_watermark, self._leader_id, self._epoch,
-                diverging_epoch, records,
+                diverging_epoch, records, snapshot_id,
             )
             out.append(Outbound(sender_id, response))
 
@@ -408,6 +436,10 @@ class RaftNode:
         leader_state = self._leader_state
         assert leader_state is not None
         leader_state.on_fetch(sender_id, now_ms)
+        snapshot = self._needed_snapshot(request.fetch_offset, request.last_fetched_epoch)
+        if snapshot is not None:
+            answer(ErrorCode.none, snapshot_id=snapshot)
+            return
         epoch, end_offset = self._log.end_offset_for_epoch(request.last_fetched_epoch)
         if epoch != request.last_fetched_epoch or end_offset < request.fetch_offset:
             answer(ErrorCode.none, diverging_epoch=DivergingEpoch(epoch, end_offset))
@@ -418,12 +450,56 @@ class RaftNode:
         max_records = min(request.max_records, self.config.max_fetch_records)
         answer(ErrorCode.none, records=tuple(self._log.entries(request.fetch_offset, max_records)))
 
+    def _needed_snapshot(self, fetch_offset: int, last_fetched_epoch: int) -> SnapshotId | None:
+        """The snapshot a fetcher must load first (Kafka's rule): its position lies below the log start, or
+        at it with another epoch than the snapshot's, or its last epoch is older than the snapshot's."""
+        snapshot = self._log.latest_snapshot_id
+        start = self._log.start_offset
+        if snapshot is None or start == 0:
+            return None
+        if (fetch_offset < start or (fetch_offset == start and last_fetched_epoch != snapshot.epoch)
+                or last_fetched_epoch < snapshot.epoch):
+            return snapshot
+        return None
+
+    def _on_fetch_snapshot_request(self, now_ms: int, sender_id: int, request: FetchSnapshotRequest,
+                                   out: list[Outbound]) -> None:
+        def answer(code: ErrorCode, size: int = 0, data: bytes = b"") -> None:
+            response = FetchSnapshotResponse(request.correlation_id, code, self._leader_id, self._epoch,
+                                             request.snapshot_id, size, request.position, data)
+            out.append(Outbound(sender_id, response))
+
+        if self._role is not RaftRole.LEADER or request.current_leader_epoch > self._epoch:
+            answer(ErrorCode.not_leader_or_follower if request.current_leader_epoch <= self._epoch
+                   else ErrorCode.unknown_leader_epoch)
+            return
+        if 0 <= request.current_leader_epoch < self._epoch:
+            answer(ErrorCode.fenced_leader_epoch)
+            return
+        assert self._leader_state is not None
+        self._leader_state.on_fetch(sender_id, now_ms)
+        size = self._log.snapshot_size(request.snapshot_id)
+        if size is None:
+            answer(ErrorCode.snapshot_not_found)
+            return
+        if not 0 <= request.position <= size:
+            answer(ErrorCode.position_out_of_range, size)
+            return
+        max_bytes = min(request.max_bytes, self.config.max_snapshot_chunk_bytes)
+        answer(ErrorCode.none, size, self._log.read_snapshot(request.snapshot_id, request.position, max_bytes))
+
     # -- followers and observers -----------------------------------------------------------------------
 
     def _send_fetch(self, now_ms: int, destination: int, out: list[Outbound]) -> None:
         self._next_correlation_id += 1
         self._inflight_fetch = self._next_correlation_id
         self._inflight_sent_ms = now_ms
+        pulling = self._snapshot_fetch
+        if pulling is not None:
+            out.append(Outbound(destination, FetchSnapshotRequest(
+                self._next_correlation_id, self.node_id, self._epoch, pulling.snapshot_id, len(pulling.data),
+                self.config.max_snapshot_chunk_bytes)))
+            return
         request = FetchRequest(
             self._next_correlation_id,
             self.node_id,
@@ -463,10 +539,15 @@ class RaftNode:
             self._next_fetch_ms = now_ms + self.config.retry_backoff_ms
             return
         self._timeout_ms = now_ms + self.config.fetch_timeout_ms
+        if response.snapshot_id is not None:
+            self._snapshot_fetch = _SnapshotFetch(response.snapshot_id, bytearray())
+            self._next_fetch_ms = now_ms
+            return
         diverging = response.diverging_epoch
         if diverging is not None:
             _, local_end = self._log.end_offset_for_epoch(diverging.epoch)
-            self._log.truncate_to(min(diverging.end_offset, local_end))
+            # Committed entries (those a snapshot holds) never diverge: the cut stays above the log start.
+            self._log.truncate_to(max(min(diverging.end_offset, local_end), self._log.start_offset))
             self._next_fetch_ms = now_ms
             return
         records = response.records
@@ -479,3 +560,36 @@ class RaftNode:
         # Everything up to our end offset now matches the leader's log, so its high watermark applies to it.
         self._high_watermark = max(self._high_watermark, min(response.high_watermark, self._log.end_offset))
         self._next_fetch_ms = now_ms if records else now_ms + self.config.fetch_backoff_ms
+
+    def _on_fetch_snapshot_response(self, now_ms: int, sender_id: int, response: FetchSnapshotResponse) -> None:
+        self._observe_epoch(now_ms, response.leader_epoch, response.leader_id)
+        pulling = self._snapshot_fetch
+        if (
+            self._role is not RaftRole.FOLLOWER
+            or pulling is None
+            or response.correlation_id != self._inflight_fetch
+            or sender_id != self._leader_id
+            or response.leader_epoch != self._epoch
+            or response.snapshot_id != pulling.snapshot_id
+        ):
+            return
+        self._inflight_fetch = None
+        if response.error_code in (ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range):
+            # The leader has a newer snapshot by now: fetch again to learn it.
+            self._snapshot_fetch = None
+            self._next_fetch_ms = now_ms
+            return
+        if response.error_code != ErrorCode.none:
+            self._next_fetch_ms = now_ms + self.config.retry_backoff_ms
+            return
+        self._timeout_ms = now_ms + self.config.fetch_timeout_ms
+        self._next_fetch_ms = now_ms
+        if response.position != len(pulling.data):
+            return  # an answer to an older position: ask again from where we are
+        pulling.data += response.data
+        if len(pulling.data) < response.size:
+            return
+        self._log.install_snapshot(pulling.snapshot_id, bytes(pulling.data))
+        self._snapshot_fetch = None
+        # A snapshot holds committed entries only.
+        self._high_watermark = max(self._high_watermark, pulling.snapshot_id.end_offset)

@@ -4,6 +4,9 @@
 one entry is one record, its offset the record offset, its epoch the batch's partition leader
 epoch (so the LeaderEpochCache is the Raft epoch history). Every append is fsynced before it
 returns: a voter acknowledges entries (by fetching past them) only once they are on disk.
+Its snapshots are files beside the segments (``raft_snapshot``); the log start offset is the
+latest snapshot's end offset once the log was cut behind it, and is found again at start from
+the latest valid snapshot (the PartitionLog keeps no start offset of its own here).
 ``FileQuorumState`` is Kafka's ``quorum-state`` file: epoch, vote and known leader, replaced
 atomically and fsynced before the node acts on it.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 import os
 
 from kbroker.protocol.record_builder import build_batch
@@ -19,8 +23,11 @@ from kbroker.protocol.records import iter_records, split_batches
 from kbroker.storage.file_io import replace_atomically
 from kbroker.storage.log import PartitionLog
 
-from .raft_messages import LogEntry
+from . import raft_snapshot
+from .raft_messages import LogEntry, SnapshotId
 from .raft_storage import QuorumState
+
+log = logging.getLogger(__name__)
 
 QUORUM_STATE_FILE = "quorum-state"
 _READ_CHUNK = 1 << 20
@@ -62,8 +69,50 @@ def batch_entries(data: bytes | memoryview) -> list[LogEntry]:
 
 
 class PartitionRaftLog:
+    """A loaded PartitionLog as a RaftLog, with the snapshot files of its directory."""
+
     def __init__(self, plog: PartitionLog) -> None:
         self.plog = plog
+        self.directory = plog.directory
+        raft_snapshot.delete_parts(self.directory)
+        self._snapshot = self._latest_valid_snapshot()
+        if self._snapshot is not None:
+            self._start_at_snapshot(self._snapshot)
+
+    def _latest_valid_snapshot(self) -> SnapshotId | None:
+        """The newest snapshot that passes its checks; a torn or corrupt one is set aside (logged)."""
+        for snapshot_id in reversed(raft_snapshot.snapshot_ids(self.directory)):
+            path = os.path.join(self.directory, raft_snapshot.file_name(snapshot_id))
+            try:
+                with open(path, "rb") as fh:
+                    raft_snapshot.decode(fh.read())
+                return snapshot_id
+            except raft_snapshot.InvalidSnapshot as exc:
+                log.error("metadata snapshot %s is not valid (%s): ignored; renamed to %s.deleted",
+                          path, exc, path)
+                os.replace(path, path + ".deleted")
+        if self.plog.segments[0].base_offset > 0:
+            # Entries were dropped behind a snapshot that is gone: what is left cannot be replayed.
+            # Start empty; the leader sends its snapshot.
+            log.error("%s starts at offset %d and no valid snapshot holds what came before: "
+                      "the metadata log starts again empty", self.directory, self.plog.segments[0].base_offset)
+            self.plog.truncate_fully_and_start_at(0)
+        return None
+
+    def _start_at_snapshot(self, snapshot: SnapshotId) -> None:
+        """The log starts where its snapshot ends; a log that ends before it, or holds another epoch
+        there (a follower that crashed while installing its leader's snapshot), starts empty there."""
+        plog = self.plog
+        # (Below the previous start the epoch history is gone: unknown there is no disagreement.)
+        epoch_before = plog.leader_epoch_cache.epoch_for_offset(snapshot.end_offset - 1)
+        if plog.log_end_offset < snapshot.end_offset or epoch_before not in (-1, snapshot.epoch):
+            plog.truncate_fully_and_start_at(snapshot.end_offset)
+        elif plog.log_start_offset < snapshot.end_offset:
+            plog.delete_records_before(snapshot.end_offset, snapshot.end_offset)
+
+    @property
+    def start_offset(self) -> int:
+        return self.plog.log_start_offset
 
     @property
     def end_offset(self) -> int:
@@ -71,7 +120,74 @@ class PartitionRaftLog:
 
     @property
     def last_epoch(self) -> int:
-        return max(self.plog.leader_epoch_cache.latest_epoch, 0)
+        epoch = self.plog.leader_epoch_cache.latest_epoch
+        if epoch < 0 and self._snapshot is not None:
+            return self._snapshot.epoch  # the log is empty after its snapshot
+        return max(epoch, 0)
+
+    @property
+    def latest_snapshot_id(self) -> SnapshotId | None:
+        return self._snapshot
+
+    def create_snapshot(self, end_offset: int, payloads: list[bytes]) -> SnapshotId:
+        """Write a snapshot of the state after the entries below ``end_offset`` (committed ones)."""
+        if self._snapshot is not None and end_offset <= self._snapshot.end_offset:
+            return self._snapshot
+        epoch = self.plog.leader_epoch_cache.epoch_for_offset(end_offset - 1)
+        if epoch < 0 and self._snapshot is not None:
+            epoch = self._snapshot.epoch
+        snapshot_id = SnapshotId(end_offset, max(epoch, 0))
+        raft_snapshot.write(self.directory, snapshot_id,
+                            raft_snapshot.encode(snapshot_id, payloads, self.plog.clock.wall_ms()))
+        self._snapshot = snapshot_id
+        return snapshot_id
+
+    def delete_before_snapshot(self) -> int:
+        """Move the log start to the latest snapshot's end: segments wholly below it are deleted
+        (the active one is rolled first when all of it is), and so are older snapshots."""
+        snapshot = self._snapshot
+        if snapshot is not None and snapshot.end_offset > self.plog.log_start_offset:
+            self.plog.delete_records_before(snapshot.end_offset, snapshot.end_offset)
+            self._delete_snapshots_before(snapshot)
+        return self.plog.log_start_offset
+
+    def _delete_snapshots_before(self, snapshot: SnapshotId) -> None:
+        for older in raft_snapshot.snapshot_ids(self.directory):
+            if older < snapshot:
+                os.unlink(os.path.join(self.directory, raft_snapshot.file_name(older)))
+
+    def _snapshot_path(self, snapshot_id: SnapshotId) -> str | None:
+        if snapshot_id != self._snapshot:
+            return None
+        return os.path.join(self.directory, raft_snapshot.file_name(snapshot_id))
+
+    def snapshot_size(self, snapshot_id: SnapshotId) -> int | None:
+        path = self._snapshot_path(snapshot_id)
+        return None if path is None else os.path.getsize(path)
+
+    def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
+        path = self._snapshot_path(snapshot_id)
+        if path is None:
+            return b""
+        with open(path, "rb") as fh:
+            fh.seek(position)
+            return fh.read(max_bytes)
+
+    def snapshot_payloads(self, snapshot_id: SnapshotId) -> list[bytes]:
+        """The entries of a snapshot, as the state machine gave them to ``create_snapshot``."""
+        path = self._snapshot_path(snapshot_id)
+        if path is None:
+            raise raft_snapshot.InvalidSnapshot(f"no snapshot {snapshot_id}")
+        with open(path, "rb") as fh:
+            return raft_snapshot.decode(fh.read())
+
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """A follower takes its leader's snapshot: stored, then the log restarts empty at its end."""
+        raft_snapshot.decode(data)  # InvalidSnapshot: nothing is changed
+        raft_snapshot.write(self.directory, snapshot_id, data)
+        self._snapshot = snapshot_id
+        self.plog.truncate_fully_and_start_at(snapshot_id.end_offset)
+        self._delete_snapshots_before(snapshot_id)
 
     def append(self, epoch: int, payloads: list[bytes]) -> int:
         """Append as record batches of at most MAX_BATCH_BYTES of payload each (one decision can
@@ -93,6 +209,9 @@ class PartitionRaftLog:
         cache = self.plog.leader_epoch_cache
         i = bisect.bisect_right(cache.epochs, epoch) - 1
         if i < 0:
+            snapshot = self._snapshot
+            if snapshot is not None and snapshot.epoch <= epoch:
+                return snapshot.epoch, snapshot.end_offset
             return 0, 0
         end = cache.start_offsets[i + 1] if i + 1 < len(cache.epochs) else self.end_offset
         return cache.epochs[i], end

@@ -1,9 +1,11 @@
 """The controller quorum's messages: small frozen values exchanged by `kbroker.replication.quorum.raft` nodes.
 
 Field names follow Kafka's KRaft request/response schemas (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch)
-so the network layer can map each value onto the matching kio entity one field at a time. The one
-addition is `correlation_id` on Fetch: on the wire it is the request header's correlation id, which the
-state machine needs to tell the answer to its latest fetch from a stale or duplicated one.
+so the network layer can map each value onto the matching kio entity one field at a time; FetchSnapshot
+(KIP-630) carries a snapshot to a fetcher whose fetch offset fell below the leader's log start. The one
+addition is `correlation_id` on Fetch and FetchSnapshot: on the wire it is the request header's
+correlation id, which the state machine needs to tell the answer to its latest request from a stale or
+duplicated one.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ __all__ = [
     "EndQuorumEpochResponse",
     "FetchRequest",
     "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
     "LogEntry",
     "Outbound",
     "RaftMessage",
+    "SnapshotId",
     "VoteRequest",
     "VoteResponse",
 ]
@@ -35,6 +40,14 @@ class LogEntry:
     offset: int
     epoch: int
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    """A snapshot holds every entry below `end_offset`; `epoch` is the epoch of the last of them."""
+
+    end_offset: int
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +125,8 @@ class DivergingEpoch:
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
     """Entries starting at the request's fetch offset, or a `diverging_epoch` telling the fetcher to truncate.
-    `leader_id`/`leader_epoch` are Kafka's CurrentLeader: they let a fenced fetcher find the right leader."""
+    `leader_id`/`leader_epoch` are Kafka's CurrentLeader: they let a fenced fetcher find the right leader.
+    `snapshot_id` tells a fetcher below the leader's log start to fetch that snapshot (FetchSnapshot) first."""
 
     correlation_id: int
     error_code: ErrorCode
@@ -121,6 +135,34 @@ class FetchResponse:
     leader_epoch: int
     diverging_epoch: DivergingEpoch | None = None
     records: tuple[LogEntry, ...] = ()
+    snapshot_id: SnapshotId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """Up to `max_bytes` of snapshot `snapshot_id` from byte `position` on."""
+
+    correlation_id: int
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    """A chunk of the snapshot (`size` is the whole snapshot's) or an error: SNAPSHOT_NOT_FOUND when the
+    leader no longer has it (the fetcher fetches again and learns the newer one)."""
+
+    correlation_id: int
+    error_code: ErrorCode
+    leader_id: int | None
+    leader_epoch: int
+    snapshot_id: SnapshotId
+    size: int = 0
+    position: int = 0
+    data: bytes = b""
 
 
 RaftMessage = (
@@ -132,6 +174,8 @@ RaftMessage = (
     | EndQuorumEpochResponse
     | FetchRequest
     | FetchResponse
+    | FetchSnapshotRequest
+    | FetchSnapshotResponse
 )
 
 

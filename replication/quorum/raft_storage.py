@@ -10,19 +10,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .raft_messages import LogEntry
+from .raft_messages import LogEntry, SnapshotId
 
 
 class RaftLog(Protocol):
-    """The replicated log. Offsets start at 0; epochs are >= 1 and never decrease along the log; an empty
-    log's last epoch is 0. `end_offset_for_epoch(e)` returns (largest epoch <= e present in the log, the
-    offset where that epoch ends), or (0, 0) when the log holds no such epoch."""
+    """The replicated log, and its snapshots (KIP-630). Offsets start at 0; epochs are >= 1 and never
+    decrease along the log; an empty log's last epoch is 0, or its snapshot's epoch. `end_offset_for_epoch(e)`
+    returns (largest epoch <= e present in the log or its latest snapshot, the offset where that epoch ends),
+    or (0, 0) when there is no such epoch.
+
+    Entries below `start_offset` are gone: the latest snapshot (`latest_snapshot_id`, whose end offset is the
+    start offset once the log was cut behind it) holds what they made. The snapshot's content is the state
+    machine's business: `create_snapshot` stores the payloads it is given, `install_snapshot` stores the
+    bytes a leader sent and restarts the log empty at the snapshot's end."""
+
+    @property
+    def start_offset(self) -> int: ...
 
     @property
     def end_offset(self) -> int: ...
 
     @property
     def last_epoch(self) -> int: ...
+
+    @property
+    def latest_snapshot_id(self) -> SnapshotId | None: ...
+
+    def create_snapshot(self, end_offset: int, payloads: list[bytes]) -> SnapshotId: ...
+
+    def delete_before_snapshot(self) -> int: ...
+
+    def snapshot_size(self, snapshot_id: SnapshotId) -> int | None: ...
+
+    def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes: ...
+
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None: ...
+
+    def snapshot_payloads(self, snapshot_id: SnapshotId) -> list[bytes]: ...
 
     def append(self, epoch: int, payloads: list[bytes]) -> int: ...
 

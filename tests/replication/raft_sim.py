@@ -2,8 +2,10 @@
 
 Nodes run in process on a virtual clock; a simulated network delays, loses, duplicates and reorders
 messages; nodes crash (volatile state lost, quorum state and log kept) and restart; partitions come and
-heal; clients propose at random. Raft's safety properties are checked after every step, and after the
-faults stop a single leader must emerge and every node must converge within a bounded virtual time.
+heal; clients propose at random; nodes snapshot their committed prefix and cut their log behind it
+(KIP-630), so a node that falls behind a leader's log start catches up by FetchSnapshot. Raft's safety
+properties are checked after every step, and after the faults stop a single leader must emerge and
+every node must converge within a bounded virtual time.
 
 `python -m tests.replication.raft_sim --seeds 20000 --start 0` runs many seeds; a failing seed prints its
 seed and the tail of its step trace (`--start SEED --seeds 1` replays it).
@@ -20,7 +22,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from kbroker.replication.quorum.raft import RaftConfig, RaftNode, RaftRole
-from kbroker.replication.quorum.raft_messages import Outbound, RaftMessage
+from kbroker.replication.quorum.raft_messages import Outbound, RaftMessage, SnapshotId
 
 from tests.support.raft_memory import MemoryQuorumState, MemoryRaftLog
 
@@ -51,7 +53,8 @@ class Violation(AssertionError):
 
 
 class CheckedLog(MemoryRaftLog):
-    """A `MemoryRaftLog` that remembers the lowest offset truncated since the checker last looked."""
+    """A `MemoryRaftLog` that remembers the lowest offset truncated since the checker last looked (entries
+    dropped behind a snapshot are not truncated: the snapshot holds them)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,6 +64,17 @@ class CheckedLog(MemoryRaftLog):
         if offset < self.end_offset:
             self.low_water = min(self.low_water, offset)
         super().truncate_to(offset)
+
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        if snapshot_id.end_offset < self.end_offset:
+            self.low_water = min(self.low_water, snapshot_id.end_offset)
+        super().install_snapshot(snapshot_id, data)
+
+    def committed_payloads(self, high_watermark: int) -> list[bytes]:
+        """What this node's state machine holds at `high_watermark`: its snapshot, then its entries."""
+        snapshot = self.latest_snapshot_id
+        payloads = [] if snapshot is None else self.snapshot_payloads(snapshot)
+        return payloads + [e.payload for e in self.entries(self.start_offset, high_watermark - self.start_offset)]
 
 
 @dataclass
@@ -76,6 +90,7 @@ class _Checker:
     hw_checked: dict[int, int] = field(default_factory=dict)
     max_hw_ever: dict[int, int] = field(default_factory=dict)
     leader_verified: dict[tuple[int, int], int] = field(default_factory=dict)
+    snapshots_verified: dict[int, SnapshotId] = field(default_factory=dict)
 
 
 class Simulation:
@@ -99,6 +114,7 @@ class Simulation:
         # the moments when losing it strands entries that only it holds.
         self.crash_at_risk = rng.choice((0.0, 0.0, 0.1, 0.3))
         self.propose_rate = rng.choice((0.05, 0.3))
+        self.snapshot_rate = rng.choice((0.0, 0.02, 0.1))
         # One record per fetch separates a new leader's LeaderChange entry from the entries before it.
         self.config = replace(SIM_CONFIG, max_fetch_records=rng.choice((1, 4, 64)))
         self.now = 0
@@ -187,6 +203,7 @@ class Simulation:
         self._clients()
         self._check_invariants()
         if self.faults:
+            self._snapshots()
             self._inject_faults()
 
     def _inject_faults(self) -> None:
@@ -258,6 +275,19 @@ class Simulation:
             last = node.propose(payloads)
             self.trace.append((self.now, "propose", f"n{node_id}", payloads, f"last={last}"))
 
+    def _snapshots(self) -> None:
+        """A node snapshots what it has committed and drops the entries behind it."""
+        if self.rng.random() >= self.snapshot_rate:
+            return
+        node_id = self.rng.choice(self.ids)
+        node = self.nodes[node_id]
+        log = self.logs[node_id]
+        if node is None or node.high_watermark <= log.start_offset:
+            return
+        snapshot_id = log.create_snapshot(node.high_watermark, log.committed_payloads(node.high_watermark))
+        log.delete_before_snapshot()
+        self.trace.append((self.now, "snapshot", f"n{node_id}", snapshot_id))
+
     # -- safety ----------------------------------------------------------------------------------------
 
     def _check_invariants(self) -> None:
@@ -271,9 +301,9 @@ class Simulation:
             # Committed entries never disappear: no truncation below any high watermark this node reported.
             if log.low_water < max_hw:
                 self._fail(f"n{node_id} truncated to {log.low_water} below its high watermark {max_hw}")
-            start = min(check.verified.get(node_id, 0), log.low_water)
+            start = max(min(check.verified.get(node_id, 0), log.low_water), log.start_offset)
             if start < end:
-                prev_epoch = log.entries(start - 1, 1)[0].epoch if start > 0 else 0
+                prev_epoch = log.epoch_of(start - 1) if start > 0 else 0
                 for entry in log.entries(start, end - start):
                     expected = check.matching.setdefault((entry.offset, entry.epoch), (entry.payload, prev_epoch))
                     if expected != (entry.payload, prev_epoch):
@@ -288,8 +318,9 @@ class Simulation:
             if hw > end:
                 self._fail(f"n{node_id} high watermark {hw} beyond its end offset {end}")
             checked = check.hw_checked.get(node_id, 0)
+            self._check_snapshot(node_id, log)
             if hw > checked:
-                for entry in log.entries(checked, hw - checked):
+                for entry in log.entries(max(checked, log.start_offset), hw - max(checked, log.start_offset)):
                     if entry.offset < len(check.committed):
                         if check.committed[entry.offset] != (entry.epoch, entry.payload):
                             self._fail(f"committed offset {entry.offset} was {check.committed[entry.offset]}, "
@@ -305,10 +336,24 @@ class Simulation:
                     self.just_committed.append(node_id)
                 self._check_leader_completeness(node_id, node, log)
 
+    def _check_snapshot(self, node_id: int, log: CheckedLog) -> None:
+        """Committed entries are never lost to a snapshot: a node's snapshot (its own or its leader's) holds
+        exactly the committed prefix it ends at."""
+        snapshot = log.latest_snapshot_id
+        if snapshot is None or self.check.snapshots_verified.get(node_id) == snapshot:
+            return
+        committed = [payload for _, payload in self.check.committed[: snapshot.end_offset]]
+        held = log.snapshot_payloads(snapshot)
+        if snapshot.end_offset > len(self.check.committed) or held != committed:
+            self._fail(f"n{node_id} snapshot {snapshot} holds {held[-3:]}... ({len(held)} entries), the committed "
+                       f"prefix is {committed[-3:]}... ({len(self.check.committed)} committed)")
+        self.check.snapshots_verified[node_id] = snapshot
+
     def _check_leader_completeness(self, node_id: int, node: RaftNode, log: CheckedLog) -> None:
         check = self.check
         key = (node_id, node.epoch)
-        verified = check.leader_verified.get(key, 0)
+        # (Below the log start the snapshot holds the committed entries: _check_snapshot.)
+        verified = max(check.leader_verified.get(key, 0), log.start_offset)
         for offset in range(verified, len(check.committed)):
             if check.commit_epoch[offset] > node.epoch:
                 continue  # committed under a later leader: a stale leader need not have it
@@ -325,7 +370,9 @@ class Simulation:
         if len(leaders) != 1:
             return False
         leader = leaders[0]
-        if not any(e.payload.startswith(b"final") for e in leader.log.entries(leader.high_watermark - 1, 1)):
+        last = leader.high_watermark - 1
+        tail = leader.log.entries(last, 1) if last >= leader.log.start_offset else []
+        if not any(e.payload.startswith(b"final") for e in tail):
             if self._final_epoch != leader.epoch:
                 self._final_epoch = leader.epoch
                 leader.propose([b"final%d" % self.payloads])

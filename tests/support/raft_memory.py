@@ -2,39 +2,54 @@
 
 from __future__ import annotations
 
-from kbroker.replication.quorum.raft_messages import LogEntry
+from kbroker.replication.quorum import raft_snapshot
+from kbroker.replication.quorum.raft_messages import LogEntry, SnapshotId
 from kbroker.replication.quorum.raft_storage import QuorumState
 
 
 class MemoryRaftLog:
-    """An in-memory `RaftLog`. Invariants: `_entries[i].offset == i`; `_epoch_starts` holds one
-    (epoch, start_offset) per epoch present, strictly increasing in both fields."""
+    """An in-memory `RaftLog`. Invariants: `_entries[i].offset == start_offset + i`; `_epoch_starts` holds one
+    (epoch, start_offset) per epoch present, strictly increasing in both fields; snapshots are kept as the
+    bytes of a snapshot file (`raft_snapshot.encode`), the latest one's end offset >= the start offset."""
 
     def __init__(self) -> None:
+        self._start = 0
         self._entries: list[LogEntry] = []
         self._epoch_starts: list[tuple[int, int]] = []
+        self._snapshot: tuple[SnapshotId, bytes] | None = None
+
+    @property
+    def start_offset(self) -> int:
+        return self._start
 
     @property
     def end_offset(self) -> int:
-        return len(self._entries)
+        return self._start + len(self._entries)
 
     @property
     def last_epoch(self) -> int:
-        return self._epoch_starts[-1][0] if self._epoch_starts else 0
+        if self._epoch_starts:
+            return self._epoch_starts[-1][0]
+        return self._snapshot[0].epoch if self._snapshot is not None else 0
+
+    @property
+    def latest_snapshot_id(self) -> SnapshotId | None:
+        return None if self._snapshot is None else self._snapshot[0]
 
     def append(self, epoch: int, payloads: list[bytes]) -> int:
         """Append `payloads` in `epoch`; returns the last offset written."""
         if epoch < self.last_epoch or epoch < 1:
             raise ValueError(f"epoch {epoch} below the log's last epoch {self.last_epoch}")
-        if payloads and epoch > self.last_epoch:
-            self._epoch_starts.append((epoch, len(self._entries)))
+        if payloads and (not self._epoch_starts or epoch > self._epoch_starts[-1][0]):
+            self._epoch_starts.append((epoch, self.end_offset))
         for payload in payloads:
-            self._entries.append(LogEntry(len(self._entries), epoch, payload))
-        return len(self._entries) - 1
+            self._entries.append(LogEntry(self.end_offset, epoch, payload))
+        return self.end_offset - 1
 
     def truncate_to(self, offset: int) -> None:
-        """Drop every entry at `offset` and above."""
-        del self._entries[offset:]
+        """Drop every entry at `offset` and above (never below the start: a snapshot holds those)."""
+        assert offset >= self._start, (offset, self._start)
+        del self._entries[offset - self._start:]
         while self._epoch_starts and self._epoch_starts[-1][1] >= offset:
             self._epoch_starts.pop()
 
@@ -44,11 +59,60 @@ class MemoryRaftLog:
             if found_epoch <= epoch:
                 if index + 1 < len(self._epoch_starts):
                     return found_epoch, self._epoch_starts[index + 1][1]
-                return found_epoch, len(self._entries)
+                return found_epoch, self.end_offset
+        if self._snapshot is not None and self._snapshot[0].epoch <= epoch:
+            return self._snapshot[0].epoch, self._snapshot[0].end_offset
         return 0, 0
 
     def entries(self, from_offset: int, max_count: int) -> list[LogEntry]:
-        return self._entries[from_offset : from_offset + max_count]
+        assert from_offset >= self._start, (from_offset, self._start)
+        first = from_offset - self._start
+        return self._entries[first : first + max_count]
+
+    def epoch_of(self, offset: int) -> int:
+        """The epoch of the entry at `offset` (below the start: the snapshot's)."""
+        if offset < self._start:
+            assert self._snapshot is not None
+            return self._snapshot[0].epoch
+        return self._entries[offset - self._start].epoch
+
+    def create_snapshot(self, end_offset: int, payloads: list[bytes]) -> SnapshotId:
+        if self._snapshot is not None and end_offset <= self._snapshot[0].end_offset:
+            return self._snapshot[0]
+        snapshot_id = SnapshotId(end_offset, self.epoch_of(end_offset - 1) if end_offset else 0)
+        self._snapshot = (snapshot_id, raft_snapshot.encode(snapshot_id, payloads, 0))
+        return snapshot_id
+
+    def delete_before_snapshot(self) -> int:
+        if self._snapshot is not None and self._snapshot[0].end_offset > self._start:
+            cut = self._snapshot[0].end_offset
+            del self._entries[: cut - self._start]
+            self._start = cut
+            kept = [(e, max(s, cut)) for i, (e, s) in enumerate(self._epoch_starts)
+                    if i + 1 == len(self._epoch_starts) or self._epoch_starts[i + 1][1] > cut]
+            self._epoch_starts = kept if self._entries else []
+        return self._start
+
+    def snapshot_size(self, snapshot_id: SnapshotId) -> int | None:
+        if self._snapshot is None or self._snapshot[0] != snapshot_id:
+            return None
+        return len(self._snapshot[1])
+
+    def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
+        if self._snapshot is None or self._snapshot[0] != snapshot_id:
+            return b""
+        return self._snapshot[1][position : position + max_bytes]
+
+    def snapshot_payloads(self, snapshot_id: SnapshotId) -> list[bytes]:
+        assert self._snapshot is not None and self._snapshot[0] == snapshot_id
+        return raft_snapshot.decode(self._snapshot[1])
+
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        raft_snapshot.decode(data)
+        self._snapshot = (snapshot_id, data)
+        self._start = snapshot_id.end_offset
+        self._entries = []
+        self._epoch_starts = []
 
 
 class MemoryQuorumState:
