@@ -22,7 +22,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -68,15 +68,25 @@ def wait_for(what: str, check: Callable[[], T], deadline_s: float = DEADLINE_S) 
     raise AssertionError(f"{what} not within {deadline_s:.0f} s (last: {last!r})")
 
 
-def partitions_seen_by(cluster: Cluster, broker: int, name: str = TOPIC) -> dict[int, tuple[int, list[int], list[int]]]:
-    """partition -> (leader, replicas, ISR) as ``broker`` answers Metadata for topic ``name``."""
+class Seen(NamedTuple):
+    """One partition as a broker's Metadata answer describes it (broker lists sorted)."""
+
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
+def partitions_seen_by(cluster: Cluster, broker: int, name: str = TOPIC) -> dict[int, Seen]:
+    """partition -> what ``broker`` answers Metadata for topic ``name``."""
     (topic,) = cluster.metadata(broker, [name]).topics
     if topic.error_code != 0:
         return {}
-    return {p.partition_index: (p.leader_id, sorted(p.replica_nodes), sorted(p.isr_nodes)) for p in topic.partitions}
+    return {p.partition_index: Seen(p.leader_id, sorted(p.replica_nodes), sorted(p.isr_nodes),
+                                    sorted(p.offline_replicas)) for p in topic.partitions}
 
 
-def every_partition(cluster: Cluster) -> dict[int, tuple[int, list[int], list[int]]]:
+def every_partition(cluster: Cluster) -> dict[int, Seen]:
     """The topic's layout as broker 1 sees it, once it knows every partition (else empty)."""
     seen = partitions_seen_by(cluster, 1)
     return seen if len(seen) == PARTITIONS else {}
@@ -151,10 +161,11 @@ def test_rf3_topics_and_new_groups_survive_the_loss_of_one_broker(fresh_cluster:
     create_s = time.monotonic() - created
     admin.create_partitions([NewPartitions(TOPIC, PARTITIONS)])[TOPIC].result(timeout=30)
     layout = wait_for("the new topic's partitions on broker 1", lambda: every_partition(cluster))
-    for partition, (leader, replicas, isr) in layout.items():
-        assert replicas == [1, 2, 3], (partition, replicas)
-        assert leader in SURVIVORS, (partition, leader)
-        assert isr == SURVIVORS, (partition, isr)
+    for partition, seen in layout.items():
+        assert seen.replicas == [1, 2, 3], (partition, seen)
+        assert seen.leader in SURVIVORS, (partition, seen)
+        assert seen.isr == SURVIVORS, (partition, seen)
+        assert seen.offline == [VICTIM], (partition, seen)  # what kafka-topics --describe shows as Offline
 
     producer = Producer({"bootstrap.servers": survivors, "acks": "all", "enable.idempotence": True})
     failures: list[object] = []
@@ -181,15 +192,17 @@ def test_rf3_topics_and_new_groups_survive_the_loss_of_one_broker(fresh_cluster:
     for internal in ("__consumer_offsets", "__transaction_state"):
         internal_layout = partitions_seen_by(cluster, 1, internal)
         assert internal_layout, internal
-        for partition, (leader, replicas, isr) in internal_layout.items():
-            assert (leader in SURVIVORS, replicas, isr) == (True, [1, 2, 3], SURVIVORS), (internal, partition)
+        for partition, seen in internal_layout.items():
+            assert (seen.leader in SURVIVORS, seen.replicas, seen.isr) == (True, [1, 2, 3], SURVIVORS), (
+                internal, partition, seen)
 
     # (c) the broker comes back, catches up and joins the ISR of every partition.
     restarted = time.monotonic()
     cluster.start_node(VICTIM)
-    wait_for(f"broker {VICTIM} in every ISR", lambda: every_partition(cluster) and all(
-        isr == [1, 2, 3] for _leader, _replicas, isr in every_partition(cluster).values()), 90.0)
+    wait_for(f"broker {VICTIM} in every ISR, online", lambda: every_partition(cluster) and all(
+        (seen.isr, seen.offline) == ([1, 2, 3], []) for seen in every_partition(cluster).values()), 90.0)
     rejoin_s = time.monotonic() - restarted
     print(f"{cluster.name}: broker {VICTIM} killed -> fenced in {fenced_after:.1f} s; CreateTopics RF 3 answered "
-          f"in {create_s:.2f} s, layout {layout}; first assignment: confluent-kafka {confluent_s:.1f} s, "
+          f"in {create_s:.2f} s, leaders {[seen.leader for seen in layout.values()]}; "
+          f"first assignment: confluent-kafka {confluent_s:.1f} s, "
           f"aiokafka {aiokafka_s:.1f} s; back in every ISR {rejoin_s:.1f} s after restart")
