@@ -3,11 +3,12 @@
 ``kafka-metadata-quorum`` (DescribeQuorum, through a broker, which forwards it, and through the
 controller listener), ``kafka-features`` (ApiVersions' finalized features and UpdateFeatures:
 upgrade, downgrade, --dry-run, disable, refusals) and ``kafka-cluster unregister``
-(UnregisterBroker) run from Kafka 4.3.1's jars against a real Kafka cluster and a kbroker
-cluster of the same topology (compat/cluster.py: controller 100, brokers 1-3), one cluster per
-implementation for this module. Each test asserts what a user of the tool relies on: its exit
-status and the lines it prints, which are the same on both except where kbroker supports less
-(kraft.version 0 only, no share.version or streams.version — those lines are left out).
+(UnregisterBroker: an unknown id, a live broker, a stopped one) run from Kafka 4.3.1's jars
+against a real Kafka cluster and a kbroker cluster of the same topology (compat/cluster.py:
+controller 100, brokers 1-3), one cluster per implementation for this module. Each test asserts
+what a user of the tool relies on: its exit status and the lines it prints, which are the same
+on both except where kbroker supports less (kraft.version 0 only, no share.version or
+streams.version — those lines are left out).
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def test_features_are_upgraded_and_downgraded_as_kafka_does(cli: KafkaCli, clust
         0, "group.version was upgraded to 1.\ntransaction.version was upgraded to 2.\n")
 
 
-def test_kafka_cluster_unregister_removes_a_stopped_brokers_registration(cli: KafkaCli, cluster: Cluster) -> None:
+def test_kafka_cluster_unregister_removes_a_live_or_stopped_brokers_registration(cli: KafkaCli,
+                                                                                 cluster: Cluster) -> None:
     def unregister(broker_id: int, *bootstrap: str) -> Result:
         return cli.run(CLUSTER, "unregister", *(bootstrap or ("--bootstrap-server", broker(cluster))),
                        "--id", str(broker_id), check=False)
@@ -176,6 +178,14 @@ def test_kafka_cluster_unregister_removes_a_stopped_brokers_registration(cli: Ka
     unknown = unregister(99)
     assert unknown.returncode == 1 and unknown.text == ""
     assert "BrokerIdNotRegisteredException: Broker ID 99 is not currently registered" in unknown.stderr
+
+    # A live broker's registration is removed as well (Kafka's broker then runs on unregistered,
+    # kbroker's registers again at its next heartbeat); a restart registers it on both.
+    live = unregister(2)
+    assert (live.returncode, live.text) == (0, "Broker 2 is no longer registered.\n")
+    cluster.kill(2)
+    cluster.start_node(2)
+    cluster.wait_registered(cluster.broker_ids)
 
     cluster.stop(3)
     wait_for("broker 3 is fenced", lambda: 3 not in {b.node_id for b in cluster.metadata(1, []).brokers})
