@@ -39,7 +39,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from .loop_turns import LoopTurns
-from .quorum.metadata_image import TOPIC_RESOURCE, MetadataImage
+from .quorum.metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from .quorum.partition_registration import PartitionRegistration
 from .quorum.topic_rules import TopicInfo, check_replica_lists, validate_topic_name
 from .replica_manager import ReplicaManager
@@ -65,6 +65,7 @@ class ForwardingController:
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.cluster_configs: dict[str, str] = {}  # cluster-wide dynamic broker defaults (broker "")
+        self.broker_configs: dict[str, str] = {}  # this broker's own dynamic configs (broker "<node id>")
         self._log_configs: dict[str, LogConfig] = {}
         self.send = send
         self.image = MetadataImage()
@@ -89,8 +90,10 @@ class ForwardingController:
         """
         turns = LoopTurns()
         self.image = image
-        cluster_changed = image.cluster_configs != self.cluster_configs
+        own = image.broker_configs.get(self.node_id, {})
+        cluster_changed = image.cluster_configs != self.cluster_configs or own != self.broker_configs
         self.cluster_configs = dict(image.cluster_configs)
+        self.broker_configs = dict(own)
         if cluster_changed:
             self._log_configs.clear()
         live_names = set(image.topics)
@@ -259,6 +262,31 @@ class ForwardingController:
             raise KafkaError(result.error_code, result.error_message)
         await self._until(lambda: name in self.topics and self.topics[name].configs == wanted)
 
+    def dynamic_broker_configs(self, resource_name: str) -> dict[str, str]:
+        """The dynamic configs of BROKER resource ``resource_name`` ("": the cluster-wide defaults)."""
+        return dict(self.cluster_configs if resource_name == "" else self.broker_configs)
+
+    async def set_broker_configs(self, resource_name: str, wanted: Mapping[str, str],
+                                 validate_only: bool = False) -> None:
+        """Make ``wanted`` the dynamic configs of BROKER resource ``resource_name`` ("" or this
+        broker's id), through the controller; returns once this broker has replayed them."""
+        current = self.dynamic_broker_configs(resource_name)
+        m = alter_configs_v1
+        ops = [m.AlterableConfig(name=k, config_operation=_SET, value=v)
+               for k, v in wanted.items() if current.get(k) != v]
+        ops += [m.AlterableConfig(name=k, config_operation=_DELETE, value=None) for k in current if k not in wanted]
+        if validate_only or not ops:
+            return
+        response = await self._forward(44, 1, m.IncrementalAlterConfigsRequest(
+            resources=(m.AlterConfigsResource(resource_type=i8(BROKER_RESOURCE), resource_name=resource_name,
+                                              configs=tuple(ops)),),
+            validate_only=False,
+        ))
+        result = response.responses[0]
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
+        await self._until(lambda: self.dynamic_broker_configs(resource_name) == dict(wanted))
+
     def check_replica_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
         check_replica_lists(replica_lists, self.image.brokers)
 
@@ -289,10 +317,13 @@ class ForwardingController:
         return resolve_topic_configs(overrides, self.broker_layers)
 
     def broker_layers(self, key: str) -> list[tuple[str, ConfigSource]]:
-        """A broker key's values in precedence order: cluster-wide dynamic default, static, built-in."""
+        """A broker key's values in precedence order: this broker's dynamic config, the
+        cluster-wide dynamic default, static, built-in."""
         layers = self.static_layers(key)
         if key in self.cluster_configs:
             layers = [(self.cluster_configs[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG), *layers]
+        if key in self.broker_configs:
+            layers = [(self.broker_configs[key], ConfigSource.DYNAMIC_BROKER_CONFIG), *layers]
         return layers
 
     def log_config(self, name: str) -> LogConfig:

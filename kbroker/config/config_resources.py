@@ -15,7 +15,7 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
-DYNAMIC_BROKER_CONFIGS_UNSUPPORTED = "dynamic broker configs are not supported by kbroker yet"
+BROKER_LOGGER_UNSUPPORTED = "log levels cannot be changed remotely on kbroker yet"
 DUPLICATE_RESOURCE = "Each resource must appear at most once."
 DEFAULT_TOPIC_RESOURCE = "Default topic resources are not allowed."
 
@@ -35,8 +35,9 @@ def duplicate_resources(resources: Sequence[object]) -> set[tuple[int, str]]:
     return twice
 
 
-def check_broker_resource(node_id: int, name: str) -> None:
-    """A BROKER / BROKER_LOGGER config resource must name this node ("" means this node)."""
+def check_broker_resource(node_id: int, name: str, describing: bool = False) -> None:
+    """A BROKER / BROKER_LOGGER config resource must name this node or be "" (Kafka's message
+    differs between DescribeConfigs and the two alter APIs)."""
     if name == "":
         return
     try:
@@ -48,7 +49,7 @@ def check_broker_resource(node_id: int, name: str) -> None:
     if broker_id != node_id:
         raise KafkaError(
             ErrorCode.invalid_request,
-            f"Unexpected broker id, expected {node_id} or empty string, "
+            f"Unexpected broker id, expected {node_id}{' or empty string' if describing else ''}, "
             f"but received {name}",
         )
 

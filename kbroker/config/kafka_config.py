@@ -93,7 +93,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         ("log.cleaner.max.compaction.lag.ms", _L, "9223372036854775807", False),
         ("log.cleaner.min.cleanable.ratio", _D, "0.5", False),
         ("log.cleaner.enable", _B, "true"),
-        ("log.cleaner.backoff.ms", _L, "15000"),
+        ("log.cleaner.backoff.ms", _L, "15000", False),
         ("log.local.retention.ms", _L, "-2", False),
         ("log.local.retention.bytes", _L, "-2", False),
         ("producer.id.expiration.ms", _I, "86400000", False),
@@ -158,14 +158,14 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         False,  # Kafka keys accepted so real server.properties files start; no effect yet
         ("controller.quorum.bootstrap.servers", _LS, ""),
         ("listener.security.protocol.map", _S, None),
-        ("num.network.threads", _I, "3"),
-        ("num.io.threads", _I, "8"),
+        ("num.network.threads", _I, "3", False),
+        ("num.io.threads", _I, "8", False),
         ("socket.send.buffer.bytes", _I, "102400"),
         ("socket.receive.buffer.bytes", _I, "102400"),
-        ("num.recovery.threads.per.data.dir", _I, "2"),
+        ("num.recovery.threads.per.data.dir", _I, "2", False),
         ("share.coordinator.state.topic.replication.factor", _I, "3"),
         ("share.coordinator.state.topic.min.isr", _I, "2"),
-        ("log.cleaner.threads", _I, "1"),
+        ("log.cleaner.threads", _I, "1", False),
     )
 }
 

@@ -6,10 +6,10 @@ Unknown topic UNKNOWN_TOPIC_OR_PARTITION; an unknown key or bad value INVALID_CO
 value, a key given twice, a resource named twice in one request or the topic "" (Kafka's
 "default topic resource") INVALID_REQUEST with Kafka's message. Logs of the topic pick up the
 new configuration at once.
-Deviations: BROKER resources answer INVALID_REQUEST ("dynamic broker configs are not
-supported by kbroker yet"): Kafka can change some broker configs at runtime, kbroker only
-reads them at start-up. BROKER_LOGGER (which Kafka rejects here too) and other resource types
-answer INVALID_REQUEST.
+BROKER resources (this broker's id, or "" for the cluster-wide default): the given configs
+replace that resource's dynamic broker configs, validated as Kafka does
+(kbroker/config/dynamic_broker_config.py). BROKER_LOGGER (which Kafka rejects here too) and
+other resource types answer INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Protocol
 
 from kbroker.config.config_resources import (
     DEFAULT_TOPIC_RESOURCE,
-    DYNAMIC_BROKER_CONFIGS_UNSUPPORTED,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     answer_each_resource,
     check_broker_resource,
     null_value_error,
 )
+from kbroker.config.dynamic_broker_config import validate_dynamic_broker_configs
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import response_module
@@ -46,18 +46,22 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
 
 
 async def _alter(ctx: RequestContext[Services], resource: object, validate_only: bool) -> None:
+    if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
+        raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
     if resource.resource_type == RESOURCE_BROKER:
         check_broker_resource(ctx.services.cluster.node_id, resource.resource_name)
-        raise KafkaError(ErrorCode.invalid_request, DYNAMIC_BROKER_CONFIGS_UNSUPPORTED)
-    if resource.resource_type != RESOURCE_TOPIC:
-        raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
-    if resource.resource_name == "":
+    elif resource.resource_name == "":
         raise KafkaError(ErrorCode.invalid_request, DEFAULT_TOPIC_RESOURCE)
-    overrides: dict[str, str | None] = {}
+    configs: dict[str, str] = {}
     for config in resource.configs:
-        if config.name in overrides:
+        if config.name in configs:
             raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
         if config.value is None:
             raise null_value_error(config.name)
-        overrides[config.name] = config.value
-    await ctx.services.catalogue.set_topic_configs(resource.resource_name, overrides, validate_only)
+        configs[config.name] = config.value
+    catalogue = ctx.services.catalogue
+    if resource.resource_type == RESOURCE_BROKER:
+        validate_dynamic_broker_configs(resource.resource_name, configs)
+        await catalogue.set_broker_configs(resource.resource_name, configs, validate_only)
+    else:
+        await catalogue.set_topic_configs(resource.resource_name, dict(configs), validate_only)

@@ -6,7 +6,8 @@ falls back to) when include_synonyms, the type (v3+) and a description when
 include_documentation (v3+). Unknown topic: UNKNOWN_TOPIC_OR_PARTITION with message "";
 an invalid name (e.g. "") INVALID_TOPIC_EXCEPTION, as Kafka answers.
 BROKER resources named with this node's id: every broker key kbroker knows, with its value
-from the first layer that sets it — cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG;
+from the first layer that sets it — this broker's dynamic config (DYNAMIC_BROKER_CONFIG), the
+cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG;
 a new cluster has min.insync.replicas=1 there, as Kafka 4 formats it), the config file or
 command line (STATIC_BROKER_CONFIG), the built-in default (DEFAULT_CONFIG) — and whether it
 is read-only; synonyms are the key itself once per layer. Named "": only the cluster-wide
@@ -37,7 +38,7 @@ from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.topic_rules import validate_topic_name
-from kbroker.storage.log_config import ConfigEntry, ConfigSource
+from kbroker.storage.log_config import ConfigEntry, ConfigSource, ConfigType
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -89,18 +90,24 @@ def _entries(
         resolved = catalogue.resolved_configs(name)
         return [(resolved[key], False) for key in sorted(resolved)]
     if resource_type == RESOURCE_BROKER:
-        check_broker_resource(ctx.services.cluster.node_id, name)
+        check_broker_resource(ctx.services.cluster.node_id, name, describing=True)
         # "" names the cluster-wide dynamic defaults, not this node.
         return list(_broker_entries(ctx)) if name else list(_cluster_default_entries(ctx))
     if resource_type == RESOURCE_BROKER_LOGGER:
-        check_broker_resource(ctx.services.cluster.node_id, name)
+        check_broker_resource(ctx.services.cluster.node_id, name, describing=True)
         return []
     raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {resource_type}")
 
 
 def _broker_entries(ctx: RequestContext[Services]) -> Iterable[tuple[ConfigEntry, bool]]:
+    """Every broker key kbroker knows, and the unknown keys set dynamically on this broker."""
     catalogue = ctx.services.catalogue
-    for key in sorted(BROKER_CONFIGS):
+    unknown = {key: ConfigSource.DYNAMIC_BROKER_CONFIG for key in catalogue.dynamic_broker_configs(
+        str(ctx.services.cluster.node_id)) if key not in BROKER_CONFIGS}
+    for key in sorted(BROKER_CONFIGS.keys() | unknown.keys()):
+        if key in unknown:
+            yield _unknown_key(key, unknown[key]), False
+            continue
         definition = BROKER_CONFIGS[key]
         layers = catalogue.broker_layers(key)
         value, source = layers[0] if layers else (None, ConfigSource.DEFAULT_CONFIG)
@@ -110,9 +117,18 @@ def _broker_entries(ctx: RequestContext[Services]) -> Iterable[tuple[ConfigEntry
 
 def _cluster_default_entries(ctx: RequestContext[Services]) -> Iterable[tuple[ConfigEntry, bool]]:
     """The broker resource named "": only the cluster-wide dynamic defaults, as Kafka answers."""
+    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     for key, value in sorted(ctx.services.catalogue.cluster_configs.items()):
-        source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        if key not in BROKER_CONFIGS:
+            yield _unknown_key(key, source), False
+            continue
         yield ConfigEntry(key, value, source, BROKER_CONFIGS[key].type, "", ((key, value, source),)), False
+
+
+def _unknown_key(key: str, source: ConfigSource) -> ConfigEntry:
+    """A dynamic key no broker config defines: Kafka cannot tell whether it is a secret, so it
+    describes it as sensitive, with no value."""
+    return ConfigEntry(key, None, source, ConfigType.UNKNOWN, "", ((key, None, source),))
 
 
 def _describe(m: object, request: object, entry: ConfigEntry, read_only: bool) -> object:
@@ -131,7 +147,7 @@ def _describe(m: object, request: object, entry: ConfigEntry, read_only: bool) -
         value=entry.value,
         read_only=read_only,
         config_source=int(entry.source),
-        is_sensitive=False,
+        is_sensitive=entry.type == ConfigType.UNKNOWN,
         synonyms=synonyms,
         config_type=int(entry.type),
         documentation=documentation,

@@ -10,19 +10,22 @@ non-LIST key, unknown key or bad value INVALID_CONFIG; a key given twice, a null
 than for DELETE), a resource named twice in one request, the topic "" or an unknown operation
 INVALID_REQUEST, with Kafka's messages (Kafka answers UNKNOWN_SERVER_ERROR for an unknown
 operation; kbroker says what is wrong).
-Deviations: BROKER resources answer INVALID_REQUEST ("dynamic broker configs are not
-supported by kbroker yet") unless every operation is a DELETE (a no-op success: nothing is set
-dynamically); so do BROKER_LOGGER (log levels cannot be changed remotely yet)
-and other resource types.
+BROKER resources (this broker's id, or "" for the cluster-wide default) change dynamic broker
+configs the same way, validated as Kafka does (kbroker/config/dynamic_broker_config.py) and
+stored by the controller.
+Deviations: BROKER_LOGGER answers INVALID_REQUEST (log levels cannot be changed remotely yet),
+as do other resource types.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from kbroker.config.config_resources import (
+    BROKER_LOGGER_UNSUPPORTED,
     DEFAULT_TOPIC_RESOURCE,
-    DYNAMIC_BROKER_CONFIGS_UNSUPPORTED,
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
@@ -30,6 +33,8 @@ from kbroker.config.config_resources import (
     check_broker_resource,
     null_value_error,
 )
+from kbroker.config.dynamic_broker_config import not_acted_on, validate_dynamic_broker_configs
+from kbroker.config.kafka_config import BROKER_CONFIGS
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import response_module
@@ -42,6 +47,8 @@ MAX_VERSION = 1
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+log = logging.getLogger(__name__)
 
 
 class Services(HasCatalogue, HasCluster, Protocol): ...
@@ -57,42 +64,75 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
 async def _alter(ctx: RequestContext[Services], resource: object, validate_only: bool) -> None:
     if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
         check_broker_resource(ctx.services.cluster.node_id, resource.resource_name)
-        if resource.resource_type == RESOURCE_BROKER and all(c.config_operation == DELETE for c in resource.configs):
-            return  # nothing is set dynamically, so there is nothing to delete (kafka-reassign-partitions
-            # clears its replication throttles this way when a reassignment completes)
-        raise KafkaError(ErrorCode.invalid_request, DYNAMIC_BROKER_CONFIGS_UNSUPPORTED)
+        if resource.resource_type == RESOURCE_BROKER_LOGGER:
+            raise KafkaError(ErrorCode.invalid_request, BROKER_LOGGER_UNSUPPORTED)
+        await _alter_broker(ctx, resource, validate_only)
+        return
     if resource.resource_type != RESOURCE_TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
     if resource.resource_name == "":
         raise KafkaError(ErrorCode.invalid_request, DEFAULT_TOPIC_RESOURCE)
-    keys = [c.name for c in resource.configs]
-    if len(set(keys)) != len(keys):
-        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
     catalogue = ctx.services.catalogue
     overrides: dict[str, str | None] = dict(catalogue.topic_overrides(resource.resource_name))
-    for config in resource.configs:
+    _apply_operations(resource.configs, overrides, _topic_list_default)
+    await catalogue.set_topic_configs(resource.resource_name, overrides, validate_only)
+
+
+async def _alter_broker(ctx: RequestContext[Services], resource: object, validate_only: bool) -> None:
+    """Dynamic broker configs: this broker's own, or the cluster-wide default (name "")."""
+    catalogue = ctx.services.catalogue
+    configs: dict[str, str | None] = dict(catalogue.dynamic_broker_configs(resource.resource_name))
+    _apply_operations(resource.configs, configs, _broker_list_default)
+    wanted = {key: value for key, value in configs.items() if value is not None}
+    changed = {c.name: wanted[c.name] for c in resource.configs if c.name in wanted}
+    validate_dynamic_broker_configs(resource.resource_name, changed)
+    await catalogue.set_broker_configs(resource.resource_name, wanted, validate_only)
+    stored_only = not_acted_on(list(changed))
+    if stored_only and not validate_only:
+        log.info("dynamic broker config(s) %s stored; kbroker does not act on them at runtime yet", stored_only)
+
+
+def _apply_operations(operations: Iterable[object], configs: dict[str, str | None],
+                      list_default: Callable[[str], str | None]) -> None:
+    """Apply SET / DELETE / APPEND / SUBTRACT to ``configs`` in request order."""
+    keys = [c.name for c in operations]
+    if len(set(keys)) != len(keys):
+        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    for config in operations:
         op, key = config.config_operation, config.name
         if op != DELETE and config.value is None:
             raise null_value_error(key)
         if op == SET:
-            overrides[key] = config.value
+            configs[key] = config.value
         elif op == DELETE:
-            overrides.pop(key, None)
+            configs.pop(key, None)
         elif op in (APPEND, SUBTRACT):
-            overrides[key] = _edit_list(key, overrides.get(key), config.value, op)
+            configs[key] = _edit_list(key, configs.get(key), config.value, op, list_default)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op}")
-    await catalogue.set_topic_configs(resource.resource_name, overrides, validate_only)
 
 
-def _edit_list(key: str, current: str | None, operand: str | None, op: int) -> str:
+def _topic_list_default(key: str) -> str | None:
     definition = TOPIC_CONFIGS.get(key)
+    return definition.default if definition is not None and definition.type == ConfigType.LIST else None
+
+
+def _broker_list_default(key: str) -> str | None:
+    definition = BROKER_CONFIGS.get(key)
     if definition is None or definition.type != ConfigType.LIST:
+        return None
+    return definition.default or ""
+
+
+def _edit_list(key: str, current: str | None, operand: str | None, op: int,
+               list_default: Callable[[str], str | None]) -> str:
+    default = list_default(key)
+    if default is None:
         raise KafkaError(
             ErrorCode.invalid_config,
             f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.",
         )
-    items = _split(definition.default if current is None else current)
+    items = _split(default if current is None else current)
     changes = _split(operand or "")
     if op == APPEND:
         for item in changes:

@@ -70,8 +70,14 @@ class TopicCatalogue(Protocol):
     def resolved_configs(self, name: str) -> dict[str, ConfigEntry]: ...
 
     def broker_layers(self, key: str) -> list[tuple[str, ConfigSource]]:
-        """A broker key's values in precedence order (dynamic cluster default first)."""
+        """A broker key's values in precedence order (this broker's dynamic config first, then
+        the dynamic cluster default)."""
         ...
+
+    def dynamic_broker_configs(self, resource_name: str) -> dict[str, str]: ...
+
+    async def set_broker_configs(self, resource_name: str, wanted: Mapping[str, str],
+                                 validate_only: bool = False) -> None: ...
 
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: Mapping[str, str | None], validate_only: bool = False,
