@@ -1,17 +1,17 @@
 """ApiVersions (key 18), v0–4, on the controller listener: the controller's APIs and features.
 
 The same answer as a broker's (kbroker/handlers/api_versions.py: the table this request came
-through, kbroker's supported features), with the finalized levels of the controller's image,
-so ``kafka-features --bootstrap-controller describe`` works. Deviation: a voter that is not
-the active controller does not replay the metadata log, so it reports the levels of the image
-it last led with (none if it never led), where Kafka's standby controllers report the log's.
+through, kbroker's supported features), with the finalized levels of this voter's image of the
+committed metadata log at its offset — on every voter, active or not, as Kafka's controllers
+answer — so ``kafka-features --bootstrap-controller describe`` works whichever voter it asks.
+A voter that has no image yet (it is still starting) reports none, at epoch -1.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from kbroker.controller_handlers.services import HasQuorumController
+from kbroker.controller_handlers.services import HasCommittedImage
 from kbroker.handlers import api_versions
 from kbroker.network.context import RequestContext
 
@@ -20,9 +20,11 @@ MIN_VERSION = api_versions.MIN_VERSION
 MAX_VERSION = api_versions.MAX_VERSION
 
 
-class Services(HasQuorumController, Protocol): ...
+class Services(HasCommittedImage, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
-    image = ctx.services.controller.image
+    image = ctx.services.committed_image
+    if image is None:
+        return api_versions.response(ctx, -1, {})
     return api_versions.response(ctx, image.offset, image.features)

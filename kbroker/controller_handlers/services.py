@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from kbroker.replication.quorum.metadata_image import MetadataImage
 from kbroker.replication.quorum.quorum_controller import QuorumController
 from kbroker.replication.quorum.raft import RaftNode
 from kbroker.storage.clock import Clock
@@ -65,10 +66,18 @@ class HasControllerIdentity(Protocol):
         ...
 
 
+class HasCommittedImage(Protocol):
+    """This voter's image of the committed metadata log, active or not (None until it has one)."""
+
+    @property
+    def committed_image(self) -> MetadataImage | None: ...
+
+
 class HasClock(Protocol):
     @property
     def clock(self) -> Clock: ...
 
 
-class ControllerServices(HasQuorumController, HasRaftQuorum, HasControllerIdentity, HasClock, Protocol):
+class ControllerServices(HasQuorumController, HasRaftQuorum, HasControllerIdentity, HasCommittedImage, HasClock,
+                         Protocol):
     """Every service a controller node lends its handlers."""

@@ -32,7 +32,7 @@ from kbroker.network.socket_server import SocketServer
 from kbroker.node.meta_properties import adopt_cluster_id, random_id
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.legacy_catalogue import legacy_records, mark_imported
-from kbroker.replication.quorum.metadata_image import BROKER_RESOURCE, METADATA_TOPIC
+from kbroker.replication.quorum.metadata_image import BROKER_RESOURCE, METADATA_TOPIC, MetadataImage
 from kbroker.replication.quorum.metadata_records import ConfigRecord, MetadataRecord
 from kbroker.replication.quorum.metadata_snapshot import SnapshotPolicy, SnapshotSettings, load_image
 from kbroker.replication.quorum.quorum_controller import ControllerSettings, QuorumController
@@ -226,6 +226,10 @@ class ControllerNode:
     @property
     def high_watermark(self) -> int:
         return 0 if self.raft is None else self.raft.high_watermark
+
+    @property
+    def committed_image(self) -> MetadataImage | None:
+        return self.snapshots.image
 
     async def committed(self) -> None:
         """Wait until every decision taken so far is committed by the quorum (NOT_CONTROLLER if

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from kbroker.protocol.errors import ErrorCode
+from kbroker.replication.quorum.metadata_image import MetadataImage
 from kbroker.replication.quorum.quorum_controller import ControllerSettings, QuorumController
 from kbroker.replication.quorum.raft_log import PartitionRaftLog
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
@@ -45,10 +46,16 @@ ALL_FAILED = "The update failed for all features since the following feature had
 
 @dataclass
 class ControllerOnly:
-    """What these controller handlers declare: the controller, its commits, a clock."""
+    """What these controller handlers declare: the controller, its commits, the committed image,
+    a clock."""
 
     controller: QuorumController
     clock: Clock = SYSTEM_CLOCK
+    starting: bool = False  # a voter that has no committed image yet
+
+    @property
+    def committed_image(self) -> MetadataImage | None:
+        return None if self.starting else self.controller.image  # one voter: all of it is committed
 
     async def committed(self) -> None:
         """A one-voter log commits each proposal at once."""
@@ -139,12 +146,15 @@ def test_unregister_broker_removes_a_registration_or_says_it_has_none(controller
     assert 1 not in controller.image.brokers
 
 
-def test_controller_api_versions_reports_its_images_features(controller: QuorumController) -> None:
-    dispatcher = Dispatcher(ControllerOnly(controller), {controller_api_versions.API_KEY: controller_api_versions})
-    body = answer(dispatcher, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 4)
+def test_controller_api_versions_reports_its_committed_images_features(controller: QuorumController) -> None:
+    table = {controller_api_versions.API_KEY: controller_api_versions}
+    request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    body = answer(Dispatcher(ControllerOnly(controller), table), request, 4)
     assert {f.name: f.max_version_level for f in body.finalized_features} == controller.image.features
     assert controller.image.features["metadata.version"] == 30
     assert body.finalized_features_epoch == controller.image.offset
+    starting = answer(Dispatcher(ControllerOnly(controller, starting=True), table), request, 4)
+    assert (starting.finalized_features, starting.finalized_features_epoch) == ((), -1)
 
 
 @pytest.mark.parametrize(("request_", "version"), [
