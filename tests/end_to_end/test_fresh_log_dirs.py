@@ -10,6 +10,7 @@ logs says it at the next start (and still serves the records).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -28,10 +29,19 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
     assert producer.flush(30) == 0
 
 
-def offsets_end(node: LocalBroker, topic: str) -> int:
+def wait_for_end_offset(node: LocalBroker, topic: str, expected: int) -> None:
+    """Return once the partition's high watermark is ``expected`` (after a crash of every replica
+    the leader's rises again as its followers catch up); never above it."""
     consumer = Consumer({"bootstrap.servers": node.bootstrap_servers, "group.id": "fresh-dirs"})
+    deadline = time.monotonic() + 60
     try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+        while True:
+            end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+            assert end <= expected
+            if end == expected:
+                return
+            assert time.monotonic() < deadline, f"{topic}: high watermark {end}, not {expected}"
+            time.sleep(0.05)
     finally:
         consumer.close()
 
@@ -49,7 +59,7 @@ def test_a_fresh_single_node_needs_no_recovery_and_a_crashed_one_does(tmp_path: 
         node.kill()
         node.start()
         assert UNCLEAN in node.read_log()
-        assert offsets_end(node, "crashed") == 20
+        wait_for_end_offset(node, "crashed", 20)
     finally:
         node.close()
 
@@ -92,10 +102,12 @@ def test_fresh_dirs_of_every_cluster_role_need_no_recovery_and_crashed_brokers_d
             node.kill()
         for node in nodes:
             node.start(wait=False)
-        for node in (combined, broker):
+        for node in (combined, broker):  # each restarted broker registered again and unfenced: both lead again
             node.wait_ready(brokers=2)
+        for node in (combined, broker):
             assert UNCLEAN in node.read_log(), (node.node_id, node.read_log()[-2000:])
-            assert offsets_end(node, "crashed") == 20
+            node.wait_for_topic("crashed", 1, 30)
+            wait_for_end_offset(node, "crashed", 20)
     finally:
         for node in (broker, combined, controller):
             node.close()
