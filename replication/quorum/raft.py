@@ -8,10 +8,11 @@ watermark to the majority-replicated offset once an entry of its own epoch (the 
 appends when elected) is among them.
 
 Snapshots (KIP-630): the state machine stores a snapshot of its committed state in the log
-(``RaftLog.create_snapshot``) and the log may then drop the entries behind it. A fetcher whose position
-lies below the leader's log start (or whose last fetched epoch is older than the snapshot) is answered
-with the latest snapshot's id instead of entries; it pulls the snapshot with FetchSnapshot in chunks,
-installs it (its log restarts empty at the snapshot's end) and goes on fetching from there.
+(``RaftLog.create_snapshot``) and the log may then drop the entries behind a snapshot. A fetcher whose
+position lies below the leader's log start (or whose last fetched epoch is older than the snapshot at
+the log start) is answered with the latest snapshot's id instead of entries; it pulls the snapshot with
+FetchSnapshot in chunks, installs it (its log restarts empty at the snapshot's end) and goes on fetching
+from there.
 """
 
 from __future__ import annotations
@@ -453,13 +454,13 @@ class RaftNode:
     def _needed_snapshot(self, fetch_offset: int, last_fetched_epoch: int) -> SnapshotId | None:
         """The snapshot a fetcher must load first (Kafka's rule): its position lies below the log start, or
         at it with another epoch than the snapshot's, or its last epoch is older than the snapshot's."""
-        snapshot = self._log.latest_snapshot_id
+        earliest = self._log.earliest_snapshot_id
         start = self._log.start_offset
-        if snapshot is None or start == 0:
+        if earliest is None:
             return None
-        if (fetch_offset < start or (fetch_offset == start and last_fetched_epoch != snapshot.epoch)
-                or last_fetched_epoch < snapshot.epoch):
-            return snapshot
+        if (fetch_offset < start or (fetch_offset == start and last_fetched_epoch != earliest.epoch)
+                or last_fetched_epoch < earliest.epoch):
+            return self._log.latest_snapshot_id
         return None
 
     def _on_fetch_snapshot_request(self, now_ms: int, sender_id: int, request: FetchSnapshotRequest,

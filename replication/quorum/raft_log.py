@@ -4,9 +4,12 @@
 one entry is one record, its offset the record offset, its epoch the batch's partition leader
 epoch (so the LeaderEpochCache is the Raft epoch history). Every append is fsynced before it
 returns: a voter acknowledges entries (by fetching past them) only once they are on disk.
-Its snapshots are files beside the segments (``raft_snapshot``); the log start offset is the
-latest snapshot's end offset once the log was cut behind it, and is found again at start from
-the latest valid snapshot (the PartitionLog keeps no start offset of its own here).
+Its snapshots are files beside the segments (``raft_snapshot``). As Kafka keeps the log back to
+its older snapshot, a new snapshot cuts the log at the previous one's end (the log start offset
+moves there, segments wholly below it and older snapshots are deleted): a broker or voter a
+little behind goes on fetching entries instead of reloading a whole image after every snapshot.
+At start the log starts at the oldest snapshot kept (the PartitionLog keeps no start offset of
+its own here) and the latest valid one is what the state machine loads.
 ``FileQuorumState`` is Kafka's ``quorum-state`` file: epoch, vote and known leader, replaced
 atomically and fsynced before the node acts on it.
 """
@@ -75,9 +78,12 @@ class PartitionRaftLog:
         self.plog = plog
         self.directory = plog.directory
         raft_snapshot.delete_parts(self.directory)
-        self._snapshot = self._latest_valid_snapshot()
-        if self._snapshot is not None:
-            self._start_at_snapshot(self._snapshot)
+        self._snapshots: list[SnapshotId] = []  # kept, oldest first; the first ends at the log start
+        latest = self._latest_valid_snapshot()
+        if latest is not None:
+            self._start_at_snapshot(latest)
+            log.info("metadata log %s: latest snapshot %s; log start offset %d, end offset %d",
+                     self.directory, raft_snapshot.file_name(latest), self.start_offset, self.end_offset)
 
     def _latest_valid_snapshot(self) -> SnapshotId | None:
         """The newest snapshot that passes its checks; a torn or corrupt one is set aside (logged)."""
@@ -99,16 +105,18 @@ class PartitionRaftLog:
             self.plog.truncate_fully_and_start_at(0)
         return None
 
-    def _start_at_snapshot(self, snapshot: SnapshotId) -> None:
-        """The log starts where its snapshot ends; a log that ends before it, or holds another epoch
-        there (a follower that crashed while installing its leader's snapshot), starts empty there."""
+    def _start_at_snapshot(self, latest: SnapshotId) -> None:
+        """The log starts where the oldest snapshot it reaches back to ends; a log that ends before
+        the latest, or holds another epoch there (a follower that crashed while installing its
+        leader's snapshot), starts empty at its end."""
         plog = self.plog
         # (Below the previous start the epoch history is gone: unknown there is no disagreement.)
-        epoch_before = plog.leader_epoch_cache.epoch_for_offset(snapshot.end_offset - 1)
-        if plog.log_end_offset < snapshot.end_offset or epoch_before not in (-1, snapshot.epoch):
-            plog.truncate_fully_and_start_at(snapshot.end_offset)
-        elif plog.log_start_offset < snapshot.end_offset:
-            plog.delete_records_before(snapshot.end_offset, snapshot.end_offset)
+        epoch_before = plog.leader_epoch_cache.epoch_for_offset(latest.end_offset - 1)
+        if plog.log_end_offset < latest.end_offset or epoch_before not in (-1, latest.epoch):
+            plog.truncate_fully_and_start_at(latest.end_offset)
+        self._snapshots = [s for s in raft_snapshot.snapshot_ids(self.directory)
+                           if plog.log_start_offset <= s.end_offset and s <= latest]
+        self._cut_at(self._snapshots[0])
 
     @property
     def start_offset(self) -> int:
@@ -121,43 +129,52 @@ class PartitionRaftLog:
     @property
     def last_epoch(self) -> int:
         epoch = self.plog.leader_epoch_cache.latest_epoch
-        if epoch < 0 and self._snapshot is not None:
-            return self._snapshot.epoch  # the log is empty after its snapshot
+        if epoch < 0 and self._snapshots:
+            return self._snapshots[-1].epoch  # the log is empty after its snapshot
         return max(epoch, 0)
 
     @property
     def latest_snapshot_id(self) -> SnapshotId | None:
-        return self._snapshot
+        return self._snapshots[-1] if self._snapshots else None
+
+    @property
+    def earliest_snapshot_id(self) -> SnapshotId | None:
+        if self._snapshots and self._snapshots[0].end_offset == self.start_offset > 0:
+            return self._snapshots[0]
+        return None
 
     def create_snapshot(self, end_offset: int, payloads: list[bytes]) -> SnapshotId:
         """Write a snapshot of the state after the entries below ``end_offset`` (committed ones)."""
-        if self._snapshot is not None and end_offset <= self._snapshot.end_offset:
-            return self._snapshot
+        latest = self.latest_snapshot_id
+        if latest is not None and end_offset <= latest.end_offset:
+            return latest
         epoch = self.plog.leader_epoch_cache.epoch_for_offset(end_offset - 1)
-        if epoch < 0 and self._snapshot is not None:
-            epoch = self._snapshot.epoch
+        if epoch < 0 and latest is not None:
+            epoch = latest.epoch
         snapshot_id = SnapshotId(end_offset, max(epoch, 0))
         raft_snapshot.write(self.directory, snapshot_id,
                             raft_snapshot.encode(snapshot_id, payloads, self.plog.clock.wall_ms()))
-        self._snapshot = snapshot_id
+        self._snapshots.append(snapshot_id)
         return snapshot_id
 
     def delete_before_snapshot(self) -> int:
-        """Move the log start to the latest snapshot's end: segments wholly below it are deleted
-        (the active one is rolled first when all of it is), and so are older snapshots."""
-        snapshot = self._snapshot
-        if snapshot is not None and snapshot.end_offset > self.plog.log_start_offset:
-            self.plog.delete_records_before(snapshot.end_offset, snapshot.end_offset)
-            self._delete_snapshots_before(snapshot)
+        """Move the log start to the end of the snapshot before the latest (Kafka keeps the log
+        back to it): segments wholly below it are deleted (the active one is rolled first when
+        all of it is), and so are older snapshots."""
+        if len(self._snapshots) >= 2:
+            self._cut_at(self._snapshots[-2])
         return self.plog.log_start_offset
 
-    def _delete_snapshots_before(self, snapshot: SnapshotId) -> None:
+    def _cut_at(self, snapshot: SnapshotId) -> None:
+        if snapshot.end_offset > self.plog.log_start_offset:
+            self.plog.delete_records_before(snapshot.end_offset, snapshot.end_offset)
         for older in raft_snapshot.snapshot_ids(self.directory):
             if older < snapshot:
                 os.unlink(os.path.join(self.directory, raft_snapshot.file_name(older)))
+        self._snapshots = [s for s in self._snapshots if s >= snapshot]
 
     def _snapshot_path(self, snapshot_id: SnapshotId) -> str | None:
-        if snapshot_id != self._snapshot:
+        if snapshot_id != self.latest_snapshot_id:
             return None
         return os.path.join(self.directory, raft_snapshot.file_name(snapshot_id))
 
@@ -185,9 +202,11 @@ class PartitionRaftLog:
         """A follower takes its leader's snapshot: stored, then the log restarts empty at its end."""
         raft_snapshot.decode(data)  # InvalidSnapshot: nothing is changed
         raft_snapshot.write(self.directory, snapshot_id, data)
-        self._snapshot = snapshot_id
         self.plog.truncate_fully_and_start_at(snapshot_id.end_offset)
-        self._delete_snapshots_before(snapshot_id)
+        self._snapshots = [snapshot_id]
+        self._cut_at(snapshot_id)
+        log.info("took the leader's snapshot %s (%d bytes): the metadata log restarts at offset %d",
+                 raft_snapshot.file_name(snapshot_id), len(data), snapshot_id.end_offset)
 
     def append(self, epoch: int, payloads: list[bytes]) -> int:
         """Append as record batches of at most MAX_BATCH_BYTES of payload each (one decision can
@@ -209,7 +228,7 @@ class PartitionRaftLog:
         cache = self.plog.leader_epoch_cache
         i = bisect.bisect_right(cache.epochs, epoch) - 1
         if i < 0:
-            snapshot = self._snapshot
+            snapshot = self.earliest_snapshot_id
             if snapshot is not None and snapshot.epoch <= epoch:
                 return snapshot.epoch, snapshot.end_offset
             return 0, 0

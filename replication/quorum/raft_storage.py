@@ -19,8 +19,8 @@ class RaftLog(Protocol):
     returns (largest epoch <= e present in the log or its latest snapshot, the offset where that epoch ends),
     or (0, 0) when there is no such epoch.
 
-    Entries below `start_offset` are gone: the latest snapshot (`latest_snapshot_id`, whose end offset is the
-    start offset once the log was cut behind it) holds what they made. The snapshot's content is the state
+    Entries below `start_offset` are gone: a snapshot ends there (`earliest_snapshot_id`, None while the log
+    starts at 0), and `latest_snapshot_id` holds the newest state. The snapshot's content is the state
     machine's business: `create_snapshot` stores the payloads it is given, `install_snapshot` stores the
     bytes a leader sent and restarts the log empty at the snapshot's end."""
 
@@ -35,6 +35,9 @@ class RaftLog(Protocol):
 
     @property
     def latest_snapshot_id(self) -> SnapshotId | None: ...
+
+    @property
+    def earliest_snapshot_id(self) -> SnapshotId | None: ...
 
     def create_snapshot(self, end_offset: int, payloads: list[bytes]) -> SnapshotId: ...
 

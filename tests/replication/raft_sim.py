@@ -73,8 +73,10 @@ class CheckedLog(MemoryRaftLog):
     def committed_payloads(self, high_watermark: int) -> list[bytes]:
         """What this node's state machine holds at `high_watermark`: its snapshot, then its entries."""
         snapshot = self.latest_snapshot_id
-        payloads = [] if snapshot is None else self.snapshot_payloads(snapshot)
-        return payloads + [e.payload for e in self.entries(self.start_offset, high_watermark - self.start_offset)]
+        if snapshot is None:
+            return [e.payload for e in self.entries(0, high_watermark)]
+        after = self.entries(snapshot.end_offset, high_watermark - snapshot.end_offset)
+        return self.snapshot_payloads(snapshot) + [e.payload for e in after]
 
 
 @dataclass

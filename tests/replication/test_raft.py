@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
+from kbroker.protocol.errors import ErrorCode
 from kbroker.replication.quorum.raft import LEADER_CHANGE_PAYLOAD, RaftConfig, RaftNode, RaftRole
 from kbroker.replication.quorum.raft_messages import (
     DivergingEpoch,
     EndQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotResponse,
     Outbound,
     VoteRequest,
     VoteResponse,
@@ -159,3 +162,38 @@ def test_end_quorum_epoch_lets_the_preferred_successor_take_over_fast():
     assert now - resigned_at < CONFIG.election_timeout_ms / 2
     assert successor.epoch == leader.epoch
     assert leader.role is RaftRole.FOLLOWER and leader.leader_id == successor.node_id
+
+
+def test_a_voter_behind_the_leaders_log_start_catches_up_by_fetch_snapshot():
+    # Node 1 leads epoch 2; node 3 was away and holds only the first entry, from a stale divergent epoch-1 tail.
+    leader_log = make_log((1, [b"a", b"b"]), (2, [LEADER_CHANGE_PAYLOAD, b"c", b"d"]))
+    config = replace(CONFIG, max_snapshot_chunk_bytes=50)
+    leader = make_node(1, leader_log, QuorumState(epoch=2, voted_id=1), config=config)
+    lagging_log = make_log((1, [b"a", b"x"]))
+    nodes = {1: leader, 2: make_node(2, make_log((1, [b"a", b"b"]))), 3: make_node(3, lagging_log)}
+    network = Network(nodes)
+    network.down.add(3)
+    network.run(2000, 1, leader.tick(2000))  # elected at epoch 3 with node 2's vote
+    for now in range(2000, 2300, 50):
+        network.tick_all(now)
+    assert leader.role is RaftRole.LEADER and leader.high_watermark == leader_log.end_offset == 6
+    # The leader snapshots its committed state twice and drops the log behind the first snapshot.
+    leader_log.create_snapshot(3, [e.payload for e in leader_log.entries(0, 3)])
+    payloads = [e.payload for e in leader_log.entries(0, 6)]
+    snapshot = leader_log.create_snapshot(6, payloads)
+    assert leader_log.delete_before_snapshot() == 3 and snapshot.epoch == 3
+    network.down.discard(3)
+    for now in range(2300, 4000, 50):
+        network.tick_all(now)
+    to_3 = [m for _, dest, m in network.delivered if dest == 3]
+    assert any(isinstance(m, FetchResponse) and m.snapshot_id == snapshot for m in to_3)
+    chunks = [m for m in to_3 if isinstance(m, FetchSnapshotResponse)]
+    assert len(chunks) > 1 and all(c.error_code == ErrorCode.none for c in chunks)  # 50-byte chunks
+    # Node 3 holds exactly the leader's committed state, then follows its log from the snapshot's end.
+    assert lagging_log.latest_snapshot_id == snapshot and lagging_log.snapshot_payloads(snapshot) == payloads
+    assert lagging_log.start_offset == 6 and lagging_log.last_epoch == 3
+    leader.propose([b"e"])
+    for now in range(4000, 4300, 50):
+        network.tick_all(now)
+    assert [e.payload for e in lagging_log.entries(6, 10)] == [b"e"]
+    assert nodes[3].high_watermark == leader.high_watermark == 7
