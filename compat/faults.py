@@ -4,7 +4,8 @@
 private network namespace (``compat.netns``), starts one cluster (real Kafka 4.3.1 under the bind
 shim, or kbroker), checks that nodes connect from their own addresses and that cuts really cut,
 then runs the scenarios one after the other, each on its own single-partition topic (RF 3,
-``min.insync.replicas=2``), and writes one JSON document of figures and checks:
+``min.insync.replicas=2``), and writes one JSON document of figures and checks (``--topology
+combined``: on three combined nodes, compat.cluster's, where only ``zombie`` applies):
 
 - ``jepsen`` (S8 / M4): the leader is cut from both followers, not from the controller or the
   client. No acks=all write may be acknowledged while the ISR is {leader}; after the heal no
@@ -61,6 +62,11 @@ from compat.replica_logs import epoch_conflicts, log_matching
 
 SCENARIOS = ["jepsen", "zombie", "elr", "unclean", "elr_kill"]  # elr_kill last: it crashes every broker
 LONG_SCENARIOS: list[str] = []  # none yet: every scenario fits the CI budget
+# On three combined nodes every broker is a voter: cutting a leader from its followers cuts it from
+# the quorum too (jepsen, elr, unclean keep the controller link), and killing two of three nodes
+# (elr_kill) loses the quorum. Pausing the leader (zombie) keeps its meaning, with the leader
+# possibly the active controller as well.
+COMBINED_SCENARIOS = ["zombie"]
 RATE = 40.0  # values/s of one scenario's writer
 CLIENT_HOST = "127.0.0.1"  # the driver's sockets are unbound: the kernel picks 127.0.0.1
 STEP_DEADLINE_S = 30.0
@@ -68,8 +74,9 @@ UNDER_MIN_ISR_S = 3.0  # how long writes go on while the ISR is {leader}
 PAUSE_S = 5.0  # zombie: SIGSTOP length, past broker.session.timeout.ms=2000
 
 
-def make_fault_cluster(target: str, workdir: Path) -> Cluster:
-    return BoundKafkaCluster(workdir) if target == "kafka" else FaultKbrokerCluster(workdir)
+def make_fault_cluster(target: str, workdir: Path, topology: str = "isolated") -> Cluster:
+    kind = BoundKafkaCluster if target == "kafka" else FaultKbrokerCluster
+    return kind(workdir, topology=topology)
 
 
 def _round(value: Any) -> Any:
@@ -343,7 +350,8 @@ SCENARIO_FUNCTIONS: dict[str, Callable[[Run], None]] = {
 def address_check(cluster: Cluster) -> dict[str, Any]:
     """Which local address each node's connections to another node use, and whether cuts bite."""
     hosts = {cluster.host(n): n for n in cluster.nodes}
-    listeners = {f"{cluster.host(n)}:{cluster.port(n)}" for n in cluster.nodes}
+    controller_listeners = {cluster.nodes[c].controller_bootstrap for c in cluster.controller_ids}
+    listeners = {f"{cluster.host(n)}:{cluster.port(n)}" for n in cluster.nodes} | controller_listeners
     inter_node = []
     from_client_address = []
     pids = {node.proc.pid for node in cluster.nodes.values() if node.proc is not None}
@@ -360,7 +368,7 @@ def address_check(cluster: Cluster) -> dict[str, Any]:
     netns.heal()
     brokers_to_controller = sorted(
         {hosts[link.split("->")[0].rsplit(":", 1)[0]] for link in inter_node
-         if link.endswith(f"{cluster.host(CONTROLLER_ID)}:{cluster.port(CONTROLLER_ID)}")}
+         if link.split("->")[1] in controller_listeners}
     )  # fmt: skip
     return {
         "inter_node_connections": sorted(inter_node),
@@ -372,12 +380,12 @@ def address_check(cluster: Cluster) -> dict[str, Any]:
     }
 
 
-def run_all(target: str, workdir: Path, scenarios: list[str]) -> dict[str, Any]:
+def run_all(target: str, workdir: Path, scenarios: list[str], topology: str = "isolated") -> dict[str, Any]:
     """Inside the namespace: start the cluster, run ``scenarios``, return the JSON document."""
     netns.bring_up_loopback()
-    result: dict[str, Any] = {"target": target, "scenarios": {}}
+    result: dict[str, Any] = {"target": target, "topology": topology, "scenarios": {}}
     began = time.monotonic()
-    with make_fault_cluster(target, workdir / "cluster") as cluster:
+    with make_fault_cluster(target, workdir / "cluster", topology) as cluster:
         result["cluster_start_s"] = round(time.monotonic() - began, 1)
         create_topics(cluster)
         result["addresses"] = address_check(cluster)
@@ -402,12 +410,14 @@ def run_all(target: str, workdir: Path, scenarios: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compat.faults", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", choices=["kafka", "kbroker"], required=True)
+    parser.add_argument("--topology", choices=["isolated", "combined"], default="isolated",
+                        help="compat.cluster's layout; on combined nodes only zombie applies (see COMBINED_SCENARIOS)")
     parser.add_argument("--scenario", action="append", choices=SCENARIOS + LONG_SCENARIOS, help="default: the CI set")
     parser.add_argument("--workdir", type=Path, help="cluster data and logs (default: a new temporary directory)")
     parser.add_argument("--out", type=Path, default=Path("faults.json"))
     parser.add_argument("--timeout", type=float, default=600.0, help="for the whole namespaced run")
     args = parser.parse_args(argv)
-    scenarios = args.scenario or SCENARIOS
+    scenarios = args.scenario or (SCENARIOS if args.topology == "isolated" else COMBINED_SCENARIOS)
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix=f"faults-{args.target}-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     if not netns.in_namespace():
@@ -415,12 +425,12 @@ def main(argv: list[str] | None = None) -> int:
             kafka_classpath()  # resolve the jars out here: the namespace has no route to the internet
         netns.bind_shim()
         child = [
-            "-m", "compat.faults", "--target", args.target, "--workdir", str(workdir), "--out", str(args.out.resolve()),
-            *(f"--scenario={s}" for s in scenarios),
+            "-m", "compat.faults", "--target", args.target, "--topology", args.topology, "--workdir", str(workdir),
+            "--out", str(args.out.resolve()), *(f"--scenario={s}" for s in scenarios),
         ]  # fmt: skip
         return netns.reexec_in_namespace(child, args.timeout, cwd=Path(__file__).resolve().parent.parent).returncode
     logging.basicConfig(filename=workdir / "clients.log", level=logging.INFO, format="%(asctime)s %(message)s")
-    result = run_all(args.target, workdir, scenarios)
+    result = run_all(args.target, workdir, scenarios, args.topology)
     args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(json.dumps({name: {k: v for k, v in fig.items() if k.endswith("_s")}
                       for name, fig in result["scenarios"].items()}))  # fmt: skip

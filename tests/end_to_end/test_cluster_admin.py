@@ -1,7 +1,9 @@
 """Administering a 3-broker cluster with real clients: the same assertions on Kafka and kbroker.
 
-The session's shared cluster of each target (tests/end_to_end/conftest.py: controller 100 on
-127.0.0.21, brokers 1-3 on 127.0.0.11-13, RF 3, min.insync.replicas 2). Topics are created
+The session's shared clusters of each target (tests/end_to_end/conftest.py; RF 3,
+min.insync.replicas 2) in two layouts: isolated (controller 100 on 127.0.0.21, brokers 1-3 on
+127.0.0.11-13) and combined (nodes 1-3 on 127.0.0.11-13, each a broker and a voter, so killing
+or stopping a broker also takes a voter away and may move the active controller). Topics are created
 through one broker and read back through another (kbroker brokers forward admin requests to the controller, as KRaft
 brokers do); leaders spread over the brokers; acks=all is refused with NOT_ENOUGH_REPLICAS (19)
 when the ISR is below min.insync.replicas; a clean shutdown (SIGTERM) moves leadership away
@@ -13,6 +15,7 @@ to other brokers (KIP-455) without losing a record.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -23,9 +26,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 from kafka import KafkaProducer
 from kafka.errors import NotEnoughReplicasError, RequestTimedOutError
 
-from compat.cluster import CONTROLLER_ID, Cluster
+from compat.cluster import Cluster
 from compat.deps import kafka_classpath
 
+CLUSTER_TOPOLOGIES = ("isolated", "combined")
 DEADLINE_S = 20.0
 
 
@@ -143,23 +147,32 @@ def test_clean_shutdown_moves_leadership_first_and_preferred_election_moves_it_b
         partitions_of(cluster, 1, "moves")[i].leader_id == 2 for i in led_by_2))
 
 
+def quorum_ids(status: str, field: str) -> list[int]:
+    """The node ids listed on one line (``CurrentVoters``, ``CurrentObservers``) of ``describe --status``."""
+    (line,) = [line for line in status.splitlines() if line.startswith(f"{field}:")]
+    return sorted(int(node_id) for node_id in re.findall(r'"id": (\d+)', line))
+
+
 def test_kafka_metadata_quorum_describes_the_controller_and_its_observers(cluster: Cluster) -> None:
-    controller = cluster.nodes[CONTROLLER_ID]
+    """Every voter is listed as one, the leader is a voter, and the brokers that are not voters
+    (all of them when the controller is isolated, none when every node is combined) observe."""
+    observers = sorted(set(cluster.broker_ids) - set(cluster.controller_ids))
 
     def status() -> str:
         run = subprocess.run(
             ["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
-             "--bootstrap-controller", controller.bootstrap, "describe", "--status"],
+             "--bootstrap-controller", cluster.controller_bootstrap, "describe", "--status"],
             capture_output=True, text=True, timeout=120,
         )
         assert run.returncode == 0, run.stderr[-2000:]
         return run.stdout
 
-    text = wait_for("every broker observes the metadata log",
-                    lambda: (out := status()) and all(f'"id": {b}' in out.split("CurrentObservers:")[1]
-                                                      for b in (1, 2, 3)) and out, timeout=60)
-    assert f"LeaderId:               {CONTROLLER_ID}" in text
-    assert f'CurrentVoters:          [{{"id": {CONTROLLER_ID}' in text
+    text = wait_for("every broker that is not a voter observes the metadata log",
+                    lambda: (out := status()) and quorum_ids(out, "CurrentObservers") == observers and out,
+                    timeout=60)
+    assert quorum_ids(text, "CurrentVoters") == cluster.controller_ids
+    leader = int(re.search(r"^LeaderId:\s+(\d+)$", text, re.MULTILINE).group(1))
+    assert leader in cluster.controller_ids
 
 
 def test_kafka_reassign_partitions_moves_a_partition_to_other_brokers(cluster: Cluster, tmp_path: Path) -> None:

@@ -21,6 +21,12 @@ JSON it writes, with identical assertions for real Kafka (the positive control) 
   restarts after an unclean shutdown, so KIP-966 drops it from the ELR: the partition stays
   leaderless until the last known leader returns and leads.
 
+On three combined nodes (``--topology combined``: each a broker and a voter) only ``zombie`` keeps
+its meaning: there a cut between brokers is also a cut between voters, and killing two of the
+three loses the quorum. Its run starts once the isolated ones are done (a fourth and fifth
+cluster at once would only slow all of them), and the tests that do not apply to it are
+parametrized with the reason in their id.
+
 One scenario alone: ``python -m compat.faults --target kafka|kbroker --scenario elr_kill``.
 """
 
@@ -38,29 +44,53 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 420.0
 TARGETS = ["kafka", "kbroker"]
+# (target, topology) -> the JSON document of that run
+FaultRun = Callable[[str, str], dict[str, Any]]
+
+
+def on(topologies: dict[str, str | None]) -> list[Any]:
+    """(target, topology) parameters: each topology with None runs, one with a reason is skipped
+    with the reason in its id, so a reader of the test report sees why it did not run."""
+    params = []
+    for topology, reason in topologies.items():
+        for target in TARGETS:
+            name = target if topology == "isolated" else f"{target}-{topology}"
+            if reason is None:
+                params.append(pytest.param(target, topology, id=name))
+            else:
+                params.append(pytest.param(target, topology, id=f"{name}-skipped-{reason.replace(' ', '-')}",
+                                           marks=pytest.mark.skip(reason=reason)))
+    return params
+
+
+EVERY_TOPOLOGY = on({"isolated": None, "combined": None})
+CUTS_ISOLATED_ONLY = on({"isolated": None, "combined": "a cut from the followers is a cut from the quorum"})
+KILLS_ISOLATED_ONLY = on({"isolated": None, "combined": "killing two of three voters loses the quorum"})
 
 
 @pytest.fixture(scope="module")
-def fault_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], dict[str, Any]]]:
-    """The JSON document of one run per target. Both runs start on first use and go on side by
-    side: each has a network namespace of its own, and they spend most of their time waiting out
-    timeouts (sessions, replica lag), so together they take little longer than one."""
-    runs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
-    documents: dict[str, dict[str, Any]] = {}
+def fault_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultRun]:
+    """The JSON document of one run per target and topology. A topology's two runs start on its
+    first use and go on side by side: each has a network namespace of its own, and they spend most
+    of their time waiting out timeouts (sessions, replica lag), so together they take little
+    longer than one."""
+    runs: dict[tuple[str, str], tuple[subprocess.Popen[bytes], Path, Path]] = {}
+    documents: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def get(target: str) -> dict[str, Any]:
-        if not runs:
+    def get(target: str, topology: str) -> dict[str, Any]:
+        if (target, topology) not in runs:
             for name in TARGETS:
-                workdir = tmp_path_factory.mktemp(f"faults-{name}")
+                workdir = tmp_path_factory.mktemp(f"faults-{name}-{topology}")
                 out = workdir / "faults.json"
-                command = [sys.executable, "-m", "compat.faults", "--target", name, "--workdir", str(workdir)]
-                runs[name] = (subprocess.Popen([*command, "--out", str(out)], cwd=REPO), workdir, out)
-        if target not in documents:
-            proc, workdir, out = runs[target]
+                command = [sys.executable, "-m", "compat.faults", "--target", name, "--topology", topology,
+                           "--workdir", str(workdir), "--out", str(out)]
+                runs[name, topology] = (subprocess.Popen(command, cwd=REPO), workdir, out)
+        if (target, topology) not in documents:
+            proc, workdir, out = runs[target, topology]
             returncode = proc.wait(timeout=RUN_TIMEOUT_S)
-            assert returncode == 0 and out.exists(), f"{target} fault run failed; logs in {workdir}"
-            documents[target] = json.loads(out.read_text())
-        return documents[target]
+            assert returncode == 0 and out.exists(), f"{target} {topology} fault run failed; logs in {workdir}"
+            documents[target, topology] = json.loads(out.read_text())
+        return documents[target, topology]
 
     yield get
     for proc, _workdir, _out in runs.values():
@@ -69,8 +99,8 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[st
             proc.wait()
 
 
-def scenario(fault_run: Callable[[str], dict[str, Any]], target: str, name: str) -> dict[str, Any]:
-    figures = fault_run(target)["scenarios"][name]
+def scenario(fault_run: FaultRun, target: str, topology: str, name: str) -> dict[str, Any]:
+    figures = fault_run(target, topology)["scenarios"][name]
     assert "error" not in figures, figures["error"]
     assert figures["full_isr_at_start_s"] is not None
     return figures
@@ -92,9 +122,9 @@ def assert_converged_without_loss(figures: dict[str, Any]) -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("target", TARGETS)
-def test_cuts_bite_and_nodes_bind_their_address(target: str, fault_run: Callable[[str], dict[str, Any]]) -> None:
-    addresses = fault_run(target)["addresses"]
+@pytest.mark.parametrize(("target", "topology"), EVERY_TOPOLOGY)
+def test_cuts_bite_and_nodes_bind_their_address(target: str, topology: str, fault_run: FaultRun) -> None:
+    addresses = fault_run(target, topology)["addresses"]
     assert addresses["links_ok_before"]
     assert addresses["cut_bites"], "a TCP connection got through a cut link"
     assert addresses["other_links_kept"]
@@ -103,9 +133,9 @@ def test_cuts_bite_and_nodes_bind_their_address(target: str, fault_run: Callable
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("target", TARGETS)
-def test_leader_cut_from_followers_acks_nothing_alone(target: str, fault_run: Callable[[str], dict[str, Any]]) -> None:
-    f = scenario(fault_run, target, "jepsen")
+@pytest.mark.parametrize(("target", "topology"), CUTS_ISOLATED_ONLY)
+def test_leader_cut_from_followers_acks_nothing_alone(target: str, topology: str, fault_run: FaultRun) -> None:
+    f = scenario(fault_run, target, topology, "jepsen")
     assert all(f["cuts_bite"]) and f["controller_link_kept"] and f["client_link_kept"]
     assert f["isr_shrink_s"] is not None, "the leader never shrank the ISR to itself"
     assert f["probe"] == {"NOT_ENOUGH_REPLICAS": 5}
@@ -118,9 +148,9 @@ def test_leader_cut_from_followers_acks_nothing_alone(target: str, fault_run: Ca
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("target", TARGETS)
-def test_paused_leader_is_fenced_and_rejoins(target: str, fault_run: Callable[[str], dict[str, Any]]) -> None:
-    f = scenario(fault_run, target, "zombie")
+@pytest.mark.parametrize(("target", "topology"), EVERY_TOPOLOGY)
+def test_paused_leader_is_fenced_and_rejoins(target: str, topology: str, fault_run: FaultRun) -> None:
+    f = scenario(fault_run, target, topology, "zombie")
     assert f["new_leader_s"] is not None, "no follower took over while the leader was frozen"
     assert f["acks_on_new_leader_s"] is not None, "no write was acknowledged by the new leader"
     assert f["rejoin_as_follower_s"] is not None, f["final_views"]
@@ -132,9 +162,9 @@ def test_paused_leader_is_fenced_and_rejoins(target: str, fault_run: Callable[[s
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("target", TARGETS)
-def test_last_replica_standing_elects_the_eligible_one(target: str, fault_run: Callable[[str], dict[str, Any]]) -> None:
-    f = scenario(fault_run, target, "elr")
+@pytest.mark.parametrize(("target", "topology"), CUTS_ISOLATED_ONLY)
+def test_last_replica_standing_elects_the_eligible_one(target: str, topology: str, fault_run: FaultRun) -> None:
+    f = scenario(fault_run, target, topology, "elr")
     roles = f["roles"]
     leader, a, b = roles["leader"], roles["a"], roles["b"]
     assert f["a_out_s"] is not None and f["b_out_s"] is not None
@@ -151,11 +181,11 @@ def test_last_replica_standing_elects_the_eligible_one(target: str, fault_run: C
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(("target", "topology"), CUTS_ISOLATED_ONLY)
 def test_unclean_election_loses_only_above_the_new_leaders_end(
-    target: str, fault_run: Callable[[str], dict[str, Any]]
+    target: str, topology: str, fault_run: FaultRun
 ) -> None:
-    f = scenario(fault_run, target, "unclean")
+    f = scenario(fault_run, target, topology, "unclean")
     stale = f["roles"]["stale"]
     assert f["unclean_elected_s"] is not None, "the out-of-sync replica was not elected"
     assert f["view_elected"]["leader"] == stale and f["view_elected"]["isr"] == [stale]
@@ -171,11 +201,11 @@ def test_unclean_election_loses_only_above_the_new_leaders_end(
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(("target", "topology"), KILLS_ISOLATED_ONLY)
 def test_crashed_replicas_wait_for_the_last_known_leader(
-    target: str, fault_run: Callable[[str], dict[str, Any]]
+    target: str, topology: str, fault_run: FaultRun
 ) -> None:
-    f = scenario(fault_run, target, "elr_kill")
+    f = scenario(fault_run, target, topology, "elr_kill")
     roles = f["roles"]
     leader, a, b = roles["leader"], roles["a"], roles["b"]
     assert f["a_out_s"] is not None and f["b_out_s"] is not None

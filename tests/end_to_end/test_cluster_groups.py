@@ -1,9 +1,11 @@
 """A consumer group on a 3-broker cluster keeps going when its coordinator's broker crashes.
 
 The same script and assertions on Apache Kafka 4.3.1 and on kbroker (the shared clusters of
-conftest.py). A group's coordinator is the leader of its ``__consumer_offsets`` partition (RF
-3); when that broker is SIGKILLed the partition gets a new leader, which replays the partition and takes the
-group over. Two confluent-kafka consumers (classic protocol, manual synchronous commits) read a
+conftest.py, isolated and combined: on the combined one the coordinator's crash also takes a
+voter away, possibly the active controller). A group's coordinator is the leader of its
+``__consumer_offsets`` partition (RF 3); when that broker is SIGKILLed the partition gets a new
+leader, which replays the partition and takes the group over. Two confluent-kafka consumers
+(classic protocol, manual synchronous commits) read a
 6-partition RF 3 topic while the coordinator is killed: every produced value is consumed, the
 committed offsets end at each partition's end, and no committed offset ever moves backwards
 (commits are acknowledged only once the ISR has them).
@@ -19,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat.cluster import Cluster
 
+CLUSTER_TOPOLOGIES = ("isolated", "combined")
 TOPIC = "orders"
 GROUP = "billing"
 PARTITIONS = 6

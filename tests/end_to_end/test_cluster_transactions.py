@@ -1,6 +1,8 @@
 """Transactions on a 3-broker cluster stay atomic when the transaction coordinator's broker crashes.
 
-The same script and assertions on Apache Kafka 4.3.1 and on kbroker (compat/cluster.py). A
+The same script and assertions on Apache Kafka 4.3.1 and on kbroker (the shared clusters of
+conftest.py, isolated and combined: on the combined one each crashed or paused broker is also a
+voter, and for a moment the paused one and the killed one are two of three voters). A
 transactional id is coordinated by the leader of its ``__transaction_state`` partition (RF 3);
 the transaction's partitions are led by all three brokers, so the coordinator sends markers
 to the others and every leader verifies the producer's first write with the coordinator
@@ -39,6 +41,7 @@ from compat.deps import kafka_classpath
 from tests.kbroker.handlers.clients import producer_id
 from tests.kbroker.handlers.wire import call
 
+CLUSTER_TOPOLOGIES = ("isolated", "combined")
 TOPIC = "payments"
 OUTPUT = "receipts"
 GROUP = "receipts-writer"
