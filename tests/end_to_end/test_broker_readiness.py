@@ -6,9 +6,10 @@ where it stood at registration and is unfenced; kbroker holds requests on the ac
 until the same point (the Dispatcher's readiness: unfenced by a controller that unfences a broker
 only once it has replayed past its own registration record). Here catch-up is made slow — a
 metadata log of a few thousand records (topics with partitions and configs) and every answer of
-the controller delayed by a proxy — and a raw Metadata request and a confluent-kafka AdminClient
-are sent while the broker is still fenced: both get the whole cluster (both brokers, a
-controller, every topic with a leader), and CreateTopics through the new broker succeeds.
+the controller held by a proxy until the client requests are in, then delayed — and a raw Metadata
+request and a confluent-kafka AdminClient are sent while the broker cannot have registered: both
+get the whole cluster (both brokers, a controller, every topic with a leader), and CreateTopics
+through the new broker succeeds.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -33,8 +35,8 @@ DEADLINE_S = 90.0
 
 
 class DelayingProxy:
-    """Forwards TCP to ``target_port`` on loopback, holding everything the target sends back for
-    ``delay_s`` (runs its own event loop in a daemon thread)."""
+    """Forwards TCP to ``target_port`` on loopback; what the target sends back waits until
+    ``release()`` and then ``delay_s`` per read (runs its own event loop in a daemon thread)."""
 
     def __init__(self, target_port: int, delay_s: float) -> None:
         self.target_port = target_port
@@ -42,11 +44,15 @@ class DelayingProxy:
         self.port = free_port()
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
+        self._released = asyncio.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
         assert self._started.wait(10)
+
+    def release(self) -> None:
+        self._loop.call_soon_threadsafe(self._released.set)
 
     def stop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -64,14 +70,15 @@ class DelayingProxy:
         except OSError:
             client_w.close()
             return
-        await asyncio.gather(self._pipe(client_r, target_w, 0.0), self._pipe(target_r, client_w, self.delay_s))
+        await asyncio.gather(self._pipe(client_r, target_w, None), self._pipe(target_r, client_w, self._released))
 
-    @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay_s: float) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    released: asyncio.Event | None) -> None:
         try:
             while data := await reader.read(1 << 16):
-                if delay_s:
-                    await asyncio.sleep(delay_s)
+                if released is not None:
+                    await released.wait()
+                    await asyncio.sleep(self.delay_s)
                 writer.write(data)
                 await writer.drain()
         except OSError:
@@ -127,11 +134,16 @@ def test_requests_sent_as_the_port_opens_get_the_whole_cluster(tmp_path: Path) -
         deadline = time.monotonic() + DEADLINE_S
         late.start(wait=False)
         sock = connect_when_open(late_port, deadline)
-        assert "broker unfenced" not in late.read_log()  # the requests below really arrive early
         late_admin = AdminClient({"bootstrap.servers": late.bootstrap_servers})
-        described = late_admin.list_topics(timeout=DEADLINE_S)  # its first Metadata, sent now
-        with sock:
-            raw = all_metadata(sock)
+        with sock, ThreadPoolExecutor(2) as pool:
+            raw_answer = pool.submit(all_metadata, sock)
+            admin_answer = pool.submit(late_admin.list_topics, timeout=DEADLINE_S)  # its first Metadata
+            # Nothing from the controller has reached the late broker yet: it cannot have registered,
+            # so whatever it answers now would be an empty cluster.
+            assert "registered with the controller" not in late.read_log()
+            assert not raw_answer.done() and not admin_answer.done()
+            proxy.release()
+            raw, described = raw_answer.result(DEADLINE_S), admin_answer.result(DEADLINE_S)
 
         assert sorted(b.node_id for b in raw.brokers) == [1, 2]
         assert raw.controller_id in (1, 2)
