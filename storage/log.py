@@ -334,9 +334,10 @@ class PartitionLog:
                               coordinator_epoch: int, leader_epoch: int, now_ms: int) -> int:
         """Write a COMMIT/ABORT control batch for the producer's transaction; returns its offset.
 
-        Raises INVALID_PRODUCER_EPOCH if the producer has moved past ``producer_epoch``.
+        Raises INVALID_PRODUCER_EPOCH if the producer has moved past ``producer_epoch``,
+        TRANSACTION_COORDINATOR_FENCED if a newer coordinator has written a marker for it.
         """
-        self.producer_state.check_marker(producer_id, producer_epoch)
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         batch = bytearray(build_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         offset = self.log_end_offset
         patch_base_offset(batch, 0, offset)

@@ -240,19 +240,29 @@ class ProducerStateManager:
         self.map_end_offset = header.last_offset + 1
         return completed
 
-    def check_marker(self, producer_id: int, producer_epoch: int) -> None:
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int = -1) -> None:
+        """A leader's check of a marker before writing it: INVALID_PRODUCER_EPOCH if the producer
+        has moved past its epoch, TRANSACTION_COORDINATOR_FENCED if a newer transaction
+        coordinator (a higher coordinator epoch) has already written a marker for the producer
+        here (Kafka's ProducerAppendInfo.checkCoordinatorEpoch: the sender is a zombie)."""
         entry = self.producers.get(producer_id)
         if entry is not None and producer_epoch < entry.producer_epoch:
             raise KafkaError(
                 ErrorCode.invalid_producer_epoch,
                 f"marker epoch {producer_epoch} of producer {producer_id} is older than {entry.producer_epoch}",
             )
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"Invalid coordinator epoch for producerId {producer_id}: {coordinator_epoch} (zombie), "
+                f"{entry.coordinator_epoch} (current)",
+            )
 
     def append_marker(self, producer_id: int, producer_epoch: int, offset: int, commit: bool,
                       coordinator_epoch: int, timestamp: int, validate: bool = True) -> CompletedTxn | None:
         """A commit/abort marker written at ``offset``: closes the producer's open transaction."""
         if validate:
-            self.check_marker(producer_id, producer_epoch)
+            self.check_marker(producer_id, producer_epoch, coordinator_epoch)
         entry = self.producers.setdefault(producer_id, ProducerStateEntry(producer_id))
         if producer_epoch != entry.producer_epoch:
             entry.batches.clear()

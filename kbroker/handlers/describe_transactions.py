@@ -1,8 +1,10 @@
 """DescribeTransactions (key 65), v0.
 
 State (Kafka's names: Empty, Ongoing, PrepareCommit, …, CompleteAbort), timeout, start time
-(-1 when no transaction is open), producer id/epoch and partitions of each transactional id;
-an unknown id gets TRANSACTIONAL_ID_NOT_FOUND.
+(-1 when no transaction is open), producer id/epoch and partitions of each transactional id,
+answered only by the id's coordinator, as Kafka's getTransactionState: an id another broker
+coordinates gets NOT_COORDINATOR (the admin client looks its coordinator up and asks there),
+an unknown id TRANSACTIONAL_ID_NOT_FOUND, an empty one INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
-from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
     from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
@@ -33,13 +35,19 @@ def _time(ms: int) -> datetime.datetime:
 
 async def handle(ctx: RequestContext[Services], request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     m = response_module(API_KEY, ctx.api_version)
-    transactions = ctx.services.transaction_coordinator.transactions
+    coordinator = ctx.services.transaction_coordinator
     states = []
     for transactional_id in request.transactional_ids:
-        meta = transactions.get(transactional_id)
+        error = ErrorCode.transactional_id_not_found
+        try:
+            meta = coordinator.describe(transactional_id) if transactional_id else None
+        except KafkaError as exc:
+            meta, error = None, exc.code
+        if not transactional_id:
+            error = ErrorCode.invalid_request
         if meta is None:
             states.append(build(
-                m.TransactionState, error_code=ErrorCode.transactional_id_not_found,
+                m.TransactionState, error_code=error,
                 transactional_id=transactional_id, transaction_state="", transaction_timeout=datetime.timedelta(0),
                 transaction_start_time=_time(-1), producer_id=-1, producer_epoch=-1, topics=()))
             continue

@@ -22,7 +22,9 @@ Transactional batches are verified first (KIP-890 part 1, Kafka's ReplicaManager
 AddPartitionsToTxnManager): when the producer has no open transaction of its epoch on the
 partition, the leader asks the coordinator (in-process, or in a cluster the leader of the
 id's ``__transaction_state`` partition with AddPartitionsToTxn v5) whether the partition is in
-the transaction. v0–10 are refused with INVALID_TXN_STATE "Partition was not added to the
+the transaction (one question for all the request's partitions that need one; all its
+transactional batches must be of one producer id and epoch, else INVALID_PRODUCER_ID_MAPPING
+for every partition, as Kafka). v0–10 are refused with INVALID_TXN_STATE "Partition was not added to the
 transaction", v11 with TRANSACTION_ABORTABLE; v12+ (KIP-890 part 2) adds the partition
 instead. A fenced epoch is INVALID_PRODUCER_EPOCH; a transaction being completed is
 NOT_ENOUGH_REPLICAS (retriable) before v12, CONCURRENT_TRANSACTIONS from v12; a coordinator
@@ -42,6 +44,7 @@ from kbroker.protocol.codec import MalformedRequest, response_header
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.records import HEADER_SIZE, read_header
 from kbroker.protocol.wire import Reader, Writer
+from kbroker.replication.partition import Partition
 from kbroker.replication.replica_manager import ProduceResult
 from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard
 
@@ -108,13 +111,15 @@ async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> obje
     replica_manager = services.replicas
     results: list[tuple[str | None, uuid.UUID | None, list[tuple[int, ProduceResult]]]] = []
     valid_acks = request.acks in (0, 1, -1)
-    for name, topic_id, partitions in request.topics:
-        if topic_id is not None:
-            info = catalogue.topics_by_id.get(topic_id)
-            missing = ErrorCode.unknown_topic_id
-        else:
-            info = catalogue.topics.get(name or "")
-            missing = ErrorCode.unknown_topic_or_partition
+    resolved = [(name, topic_id, partitions, catalogue.topics_by_id.get(topic_id) if topic_id is not None
+                 else catalogue.topics.get(name or "")) for name, topic_id, partitions in request.topics]
+    refused: dict[tuple[str, int], ProduceResult] = {}
+    if request.transactional_id is not None and valid_acks:
+        refused = await _verify_transaction(ctx, request.transactional_id, [
+            (info.name, index, records) for _n, _t, partitions, info in resolved if info is not None
+            for index, records in partitions if records is not None])
+    for name, topic_id, partitions, info in resolved:
+        missing = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode.unknown_topic_or_partition
         out = []
         for index, records in partitions:
             if not valid_acks:
@@ -124,11 +129,9 @@ async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> obje
             elif records is None:
                 result = ProduceResult(ErrorCode.invalid_record, error_message="null records")
             else:
-                result = None
-                if request.transactional_id is not None:
-                    result = await _verify_transaction(ctx, request.transactional_id, info.name, index, records)
-                if result is None:
-                    result = replica_manager.append_records(info.name, index, records, request.acks)
+                refusal = refused.get((info.name, index))
+                result = refusal if refusal is not None else replica_manager.append_records(
+                    info.name, index, records, request.acks)
             out.append((index, result))
         results.append((name, topic_id, out))
     if request.acks == -1:
@@ -138,41 +141,59 @@ async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> obje
     return EncodedResponse([encode_response(ctx.header.correlation_id, version, results)])
 
 
-async def _verify_transaction(ctx: RequestContext[Services], transactional_id: str, topic: str, index: int,
-                        records: memoryview) -> ProduceResult | None:
-    """None when the batch may be appended; else the refusal (nothing is written)."""
-    if len(records) < HEADER_SIZE:
-        return None  # malformed: the append's validation answers
-    header = read_header(records)
-    if header.magic != 2 or header.producer_id < 0 or not header.is_transactional:
-        return None
-    partition = ctx.services.replicas.partitions.get((topic, index))
-    if partition is None or not partition.is_leader:
-        return None  # the append answers for a partition this broker does not lead
-    if in_transaction(partition, header.producer_id, header.producer_epoch):
-        return None  # already verified: the transaction is open here
+async def _verify_transaction(ctx: RequestContext[Services], transactional_id: str,
+                              batches: list[tuple[str, int, memoryview]]) -> dict[tuple[str, int], ProduceResult]:
+    """The refusals (nothing is written for them) of the request's partitions: those whose
+    transactional batch the coordinator did not verify. One question for all partitions that
+    need one, and every transactional batch must be of one producer id and epoch (Kafka's
+    ReplicaManager.appendRecordsWithTransactionVerification)."""
+    producers: set[tuple[int, int]] = set()
+    asking: dict[tuple[str, int], Partition] = {}
+    for topic, index, records in batches:
+        if len(records) < HEADER_SIZE:
+            continue  # malformed: the append's validation answers
+        header = read_header(records)
+        if header.magic != 2 or header.producer_id < 0 or not header.is_transactional:
+            continue
+        producers.add((header.producer_id, header.producer_epoch))
+        partition = ctx.services.replicas.partitions.get((topic, index))
+        if partition is None or not partition.is_leader:
+            continue  # the append answers for a partition this broker does not lead
+        if not in_transaction(partition, header.producer_id, header.producer_epoch):
+            asking[(topic, index)] = partition  # else already verified: the transaction is open here
+    if len(producers) > 1:
+        return {(topic, index): ProduceResult(ErrorCode.invalid_producer_id_mapping, error_message=(
+            "Transactional records contained more than one producer ID")) for topic, index, _r in batches}
+    if not asking:
+        return {}
+    ((producer_id, producer_epoch),) = producers
     version = ctx.api_version
     add = version >= FIRST_ADD_PARTITION
-    guard = verification_guard(partition, header.producer_id)
-    error = await ctx.services.transaction_verifier.verify_or_add(
-        transactional_id, header.producer_id, header.producer_epoch, (topic, index), add)
-    if error == ErrorCode.none:
-        # Kafka's VerificationGuard: a marker for this producer written here while the
-        # coordinator was asked ended the transaction the answer was about; appending now would
-        # open a transaction no coordinator knows (a hanging transaction).
-        if ended_during_verification(partition, header.producer_id, guard):
-            return ProduceResult(ErrorCode.invalid_txn_state, error_message=(
-                "The transaction ended on this partition while it was being verified"))
-        return None
-    if error == ErrorCode.transaction_abortable and version < FIRST_ABORTABLE:
-        error = ErrorCode.invalid_txn_state
-    if error == ErrorCode.invalid_txn_state:
-        return ProduceResult(error, error_message="Partition was not added to the transaction")
-    if error in UNVERIFIABLE or (error == ErrorCode.concurrent_transactions and not add):
-        return ProduceResult(ErrorCode.not_enough_replicas, error_message=(
-            "Unable to verify the partition has been added to the transaction. "
-            f"Underlying error: {error.name.upper()}"))
-    return ProduceResult(error)
+    guards = {tp: verification_guard(partition, producer_id) for tp, partition in asking.items()}
+    errors = await ctx.services.transaction_verifier.verify_or_add(
+        transactional_id, producer_id, producer_epoch, list(asking), add)
+    refused = {}
+    for tp, partition in asking.items():
+        error = errors.get(tp, ErrorCode.none)
+        if error == ErrorCode.none:
+            # Kafka's VerificationGuard: a marker for this producer written here while the
+            # coordinator was asked ended the transaction the answer was about; appending now
+            # would open a transaction no coordinator knows (a hanging transaction).
+            if ended_during_verification(partition, producer_id, guards[tp]):
+                refused[tp] = ProduceResult(ErrorCode.invalid_txn_state, error_message=(
+                    "The transaction ended on this partition while it was being verified"))
+            continue
+        if error == ErrorCode.transaction_abortable and version < FIRST_ABORTABLE:
+            error = ErrorCode.invalid_txn_state
+        if error == ErrorCode.invalid_txn_state:
+            refused[tp] = ProduceResult(error, error_message="Partition was not added to the transaction")
+        elif error in UNVERIFIABLE or (error == ErrorCode.concurrent_transactions and not add):
+            refused[tp] = ProduceResult(ErrorCode.not_enough_replicas, error_message=(
+                "Unable to verify the partition has been added to the transaction. "
+                f"Underlying error: {error.name.upper()}"))
+        else:
+            refused[tp] = ProduceResult(error)
+    return refused
 
 
 def encode_response(

@@ -234,9 +234,11 @@ class TransactionService(Protocol):
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                 transaction_version: int = 1) -> tuple[int, int]: ...
 
-    async def replicated(self, transactional_id: str, timeout_ms: int = ...) -> None:
-        """Return once the id's state records are on the ISR (else NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE)."""
+    async def replicated(self, transactional_id: str) -> None:
+        """Return once the id's pending state change is the state (else NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE)."""
         ...
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None: ...
 
 
 class ProducerIds(Protocol):
@@ -249,7 +251,7 @@ class TransactionVerifier(Protocol):
     """KIP-890: a partition leader asks the transaction's coordinator (Kafka's AddPartitionsToTxnManager)."""
 
     async def verify_or_add(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                            tp: tuple[str, int], add: bool) -> ErrorCode: ...
+                            partitions: list[tuple[str, int]], add: bool) -> dict[tuple[str, int], ErrorCode]: ...
 
 
 class TxnMarkerWriter(Protocol):

@@ -64,9 +64,10 @@ async def _commit(ctx: RequestContext[Services], request: object, offsets: dict)
     error = ErrorCode.none
     if not in_transaction(partition, request.producer_id, request.producer_epoch):
         guard = verification_guard(partition, request.producer_id)
-        error = await services.transaction_verifier.verify_or_add(
-            request.transactional_id, request.producer_id, request.producer_epoch, tp,
+        errors = await services.transaction_verifier.verify_or_add(
+            request.transactional_id, request.producer_id, request.producer_epoch, [tp],
             ctx.api_version >= FIRST_ADD_PARTITION)
+        error = errors[tp]
         if error == ErrorCode.none and ended_during_verification(partition, request.producer_id, guard):
             error = ErrorCode.invalid_txn_state  # the transaction ended meanwhile (Kafka's VerificationGuard)
     if error == ErrorCode.transaction_abortable and ctx.api_version < FIRST_ABORTABLE:

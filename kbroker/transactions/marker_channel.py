@@ -1,6 +1,7 @@
 """TransactionMarkerChannelManager: a cluster coordinator's COMMIT/ABORT markers, to every leader.
 
-Once a transaction's PrepareCommit/PrepareAbort record is replicated, each of its partitions
+Once a transaction's PrepareCommit/PrepareAbort record is replicated (the coordinator hands the
+transaction over only then, or when it loads one left in Prepare*), each of its partitions
 gets a marker on that partition's current leader: WriteTxnMarkers (key 27) to another broker,
 the same write directly on this one (one partition per request, each partition on its own, so a
 dead leader delays only its partitions). A leader answers once the marker is on its ISR (acks=all,
@@ -8,8 +9,12 @@ as Kafka's WriteTxnMarkers). Partitions whose write failed are retried at their 
 moment (the broker's metadata image) until written; a partition whose topic was deleted
 meanwhile is dropped, and one whose producer has moved past the marker's epoch is not ended
 there (INVALID_PRODUCER_EPOCH, as the single node does). Only then is the Complete record
-logged. Sending stops when this broker stops coordinating the transactional id (the new
-coordinator finds the Prepare* record and sends the markers again).
+logged; its append is retried while it fails with COORDINATOR_NOT_AVAILABLE (Kafka's
+retryOnError). Sending stops when this broker stops coordinating the transactional id (the new
+coordinator finds the Prepare* record and sends the markers again), and when a leader answers
+TRANSACTION_COORDINATOR_FENCED: a newer coordinator has written a marker for the producer, so
+this one's markers and Complete record are stale (Kafka cancels them; the transaction stays
+Prepare* here until the partition's leadership, already elsewhere, is resigned).
 Also the shared routine ``write_marker_replicated`` (local marker + wait for the ISR), used by
 the WriteTxnMarkers handler, and ``BrokerClients`` (one InterBrokerClient per broker, bound to
 this broker's host), used for AddPartitionsToTxn verification too.
@@ -116,39 +121,54 @@ class TransactionMarkerChannelManager:
     async def _complete(self, coordinator: TransactionCoordinator, metadata: TransactionMetadata) -> None:
         transactional_id = metadata.transactional_id
 
+        fenced: list[tuple[str, int]] = []
+
         def current() -> bool:
-            return coordinator.owns(transactional_id) and coordinator.transactions.get(transactional_id) is metadata
+            return (not fenced and coordinator.owns(transactional_id)
+                    and coordinator.transactions.get(transactional_id) is metadata)
 
         try:
-            # The markers go out only once the Prepare* record is on the ISR (Kafka's order).
-            while True:
-                try:
-                    await coordinator.replicated(transactional_id)
-                    break
-                except KafkaError as exc:
-                    if exc.code == ErrorCode.not_coordinator or not current():
-                        return
-                await asyncio.sleep(RETRY_BACKOFF_S)
             commit = metadata.state == TransactionState.PREPARE_COMMIT
-            done = await self._send_until_written(metadata, commit, coordinator.coordinator_epoch(transactional_id),
-                                                  current)
+            coordinator_epoch = coordinator.coordinator_epoch(transactional_id)
+            done = await self._send_until_written(metadata, commit, coordinator_epoch, current, fenced)
+            if fenced:
+                log.info("markers for %r cancelled: %s-%d has a marker from a coordinator newer than epoch %d",
+                         transactional_id, fenced[0][0], fenced[0][1], coordinator_epoch)
+                return
             if not done or not current():
                 log.info("markers for %r not completed here: no longer its coordinator", transactional_id)
                 return
-            coordinator.complete(metadata)
+            await self._log_completion(coordinator, metadata, current)
         except KafkaError as exc:
             log.info("completing the transaction of %r stopped: %s", transactional_id, exc.code.name)
         except Exception:
             log.exception("completing the transaction of %r failed", transactional_id)
 
+    async def _log_completion(self, coordinator: TransactionCoordinator, metadata: TransactionMetadata,
+                              current: Callable[[], bool]) -> None:
+        """The Complete record, appended again while it cannot be replicated (the ISR short)."""
+        while True:
+            try:
+                coordinator.complete(metadata)
+                await coordinator.replicated(metadata.transactional_id)
+                return
+            except KafkaError as exc:
+                if exc.code != ErrorCode.coordinator_not_available or not current():
+                    raise
+                log.info("completing the transaction of %r: %s, retrying", metadata.transactional_id,
+                         exc.code.name)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
     async def _send_until_written(self, metadata: TransactionMetadata, commit: bool, coordinator_epoch: int,
-                                  current: Callable[[], bool]) -> bool:
-        written = await asyncio.gather(*(self._until_written(tp, metadata, commit, coordinator_epoch, current)
+                                  current: Callable[[], bool], fenced: list[tuple[str, int]]) -> bool:
+        written = await asyncio.gather(*(self._until_written(tp, metadata, commit, coordinator_epoch, current,
+                                                             fenced)
                                          for tp in sorted(metadata.partitions)))
         return all(written)
 
     async def _until_written(self, tp: tuple[str, int], metadata: TransactionMetadata, commit: bool,
-                             coordinator_epoch: int, current: Callable[[], bool]) -> bool:
+                             coordinator_epoch: int, current: Callable[[], bool], fenced: list[tuple[str, int]]
+                             ) -> bool:
         """One partition's marker, retried at the partition's leader of the moment; a request to
         a leader that has since been replaced is given up at once (not after its timeout)."""
         while current():
@@ -168,6 +188,9 @@ class TransactionMarkerChannelManager:
                 error = write.result() if write.done() and not write.cancelled() else ErrorCode.not_leader_or_follower
                 if error == ErrorCode.none:
                     return True
+                if error == ErrorCode.transaction_coordinator_fenced:
+                    fenced.append(tp)  # current() is False from now on: every partition stops
+                    return False
                 if error == ErrorCode.invalid_producer_epoch:
                     log.warning("marker for %r on %s-%d not written: the producer moved past epoch %d",
                                 metadata.transactional_id, tp[0], tp[1], metadata.producer_epoch)
