@@ -24,6 +24,9 @@ subscription metadata hash are not stored (recomputed on load); the rack id is r
 not used by the assignors; regexes are matched with Python's ``re`` restricted to RE2/J's
 features (see ``consumer_group.compile_regex``); a heartbeat for a group that does not exist
 with a non-zero epoch gets UNKNOWN_MEMBER_ID (the client rejoins).
+While ``group.version`` is finalized below 1 (``kafka-features disable --feature group.version``)
+the protocol is off, as in Kafka: every heartbeat is UNSUPPORTED_VERSION and clients use the
+classic protocol.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Protocol
 
 from kbroker.groups.assignors import Assignment
 from kbroker.groups.consumer_coordinator import HeartbeatRequest
-from kbroker.handlers.services import HasConsumerGroups
+from kbroker.handlers.services import HasCluster, HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -43,7 +46,7 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-class Services(HasConsumerGroups, Protocol): ...
+class Services(HasConsumerGroups, HasCluster, Protocol): ...
 
 
 def _millis(value: object) -> int:
@@ -64,6 +67,11 @@ def _owned(topic_partitions: object) -> Assignment | None:
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
+    _epoch, features = ctx.services.cluster.finalized_features()
+    if features.get("group.version", 0) < 1:  # KIP-848 is switched on by group.version 1
+        return build(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.unsupported_version, error_message=None, member_id=None, member_epoch=0,
+                     heartbeat_interval=datetime.timedelta(0), assignment=None)
     names = request.subscribed_topic_names
     req = HeartbeatRequest(
         group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
