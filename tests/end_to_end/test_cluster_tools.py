@@ -21,11 +21,12 @@ import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from kbroker.protocol.codec import response_schema
 from kbroker.protocol.errors import ErrorCode
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
 from kio.serial import entity_reader
 from kio.static.primitive import i32, i32Timedelta
@@ -98,19 +99,15 @@ def feature_change(cli: KafkaCli, cluster: Cluster, *args: str) -> tuple[int, st
     return result.returncode, result.text
 
 
-def consumer_group_heartbeat(cluster: Cluster) -> tuple[int, str | None]:
-    """A new member's first ConsumerGroupHeartbeat v1 to broker 1: (error code, message)."""
-    request = ConsumerGroupHeartbeatRequest(
-        group_id="tools-group", member_id=str(uuid.uuid4()), member_epoch=i32(0), instance_id=None, rack_id=None,
-        rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), subscribed_topic_names=("t",),
-        subscribed_topic_regex=None, server_assignor=None, topic_partitions=())
+def raw_request(cluster: Cluster, api_key: int, request: Any) -> Any:
+    """One v1 request to broker 1 over a socket of its own, and the decoded answer."""
     node = cluster.nodes[1]
     with socket.create_connection((node.host, node.port), timeout=DEADLINE_S) as sock:
-        sock.sendall(encode_request(68, 1, request, 1))
+        sock.sendall(encode_request(api_key, 1, request, 1))
         size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
         frame = sock.recv(size, socket.MSG_WAITALL)
-    answer, _size = entity_reader(response_schema(68, 1))(frame, 5)  # correlation id, header tags
-    return answer.error_code, answer.error_message
+    answer, _size = entity_reader(response_schema(api_key, 1))(frame, 5)  # correlation id, header tags
+    return answer
 
 
 def test_metadata_quorum_is_described_through_a_broker_and_through_the_controller(cli: KafkaCli,
@@ -171,8 +168,16 @@ def test_features_are_upgraded_and_downgraded_as_kafka_does(cli: KafkaCli, clust
     wait_for("the broker reports transaction.version 2", lambda: finalized("transaction.version")() == "2")
     assert feature_change(cli, cluster, "disable", "--feature", "group.version") == (0, "group.version was disabled.\n")
     wait_for("the broker reports group.version 0", lambda: finalized("group.version")() == "0")
-    # group.version 0 switches the KIP-848 protocol off: a heartbeat is UNSUPPORTED_VERSION
-    assert consumer_group_heartbeat(cluster) == (ErrorCode.unsupported_version, None)
+    # group.version 0 switches the KIP-848 protocol off: heartbeats and describes are UNSUPPORTED_VERSION
+    heartbeat = ConsumerGroupHeartbeatRequest(
+        group_id="tools-group", member_id=str(uuid.uuid4()), member_epoch=i32(0), instance_id=None, rack_id=None,
+        rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), subscribed_topic_names=("t",),
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=())
+    answer = raw_request(cluster, 68, heartbeat)
+    assert (answer.error_code, answer.error_message) == (ErrorCode.unsupported_version, None)
+    described = raw_request(cluster, 69, ConsumerGroupDescribeRequest(group_ids=("tools-group",),
+                                                                     include_authorized_operations=False))
+    assert [(g.group_id, g.error_code) for g in described.groups] == [("tools-group", ErrorCode.unsupported_version)]
     assert feature_change(cli, cluster, "upgrade", "--feature", "group.version=1") == (
         0, "group.version was upgraded to 1.\n")
 
