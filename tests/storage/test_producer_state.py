@@ -185,6 +185,24 @@ def test_markers_close_transactions_and_index_aborts(tmp_path):
     assert info.value.code == ErrorCode.invalid_producer_epoch
 
 
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced(tmp_path):
+    """Kafka's ProducerAppendInfo.checkCoordinatorEpoch: once a coordinator at epoch 5 has
+    ended the producer's transaction here, a marker from epoch 4 (a coordinator that has since
+    moved) is TRANSACTION_COORDINATOR_FENCED and nothing is written; epoch 5 and newer pass."""
+    plog = new_log(tmp_path)
+    plog.append_as_leader(pbatch(0, pid=1, txn=True), 0, NOW)  # 0..2
+    assert plog.append_end_txn_marker(1, 0, True, 5, 0, NOW) == 3
+    plog.append_as_leader(pbatch(3, pid=1, txn=True), 0, NOW)  # 4..6, the next transaction
+    with pytest.raises(KafkaError) as info:
+        plog.append_end_txn_marker(1, 0, False, 4, 0, NOW)
+    assert info.value.code == ErrorCode.transaction_coordinator_fenced
+    assert plog.log_end_offset == 7 and plog.producer_state.first_unstable_offset() == 4  # still open
+    assert plog.append_end_txn_marker(1, 0, True, 6, 0, NOW) == 7
+    assert plog.producer_state.producers[1].coordinator_epoch == 6
+    plog.close()
+    assert reopen(tmp_path, clean=True).producer_state.producers[1].coordinator_epoch == 6  # in the snapshot
+
+
 def test_crash_rebuild_restores_open_transactions_and_the_transaction_index(tmp_path):
     plog = new_log(tmp_path)
     plog.close()  # snapshot at 0
