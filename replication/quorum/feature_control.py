@@ -24,9 +24,13 @@ order and the first refused one fails the whole request (INVALID_UPDATE_VERSION)
 outside the supported range, an upgrade type that does not match the direction of the change,
 and a metadata.version downgrade across a level that changed the metadata format are refused.
 Kafka's feature dependencies all name a minimum metadata.version, and kbroker's is always 30,
-which meets each of them, so none is checked here. Deviation: kbroker records the levels but
-does not switch behaviour off below its defaults (group.version 0 does not refuse KIP-848
-heartbeats, eligible.leader.replicas.version 0 does not stop ELR).
+which meets each of them, so none is checked here.
+
+What the levels change: clients read transaction.version from ApiVersions and use KIP-890's
+transactions at 2 (kbroker's coordinator serves both kinds); group.version below 1 switches the
+KIP-848 protocol off (ConsumerGroupHeartbeat and ConsumerGroupDescribe answer
+UNSUPPORTED_VERSION), as in Kafka. Deviation: eligible.leader.replicas.version 0 is recorded but
+does not turn ELR off (replication/quorum/elections.py keeps it on).
 """
 
 from __future__ import annotations
