@@ -38,6 +38,8 @@ FETCH_KEY = 1
 FETCH_VERSION = 15
 FINAL_SESSION_EPOCH = -1  # "full fetch, no session" (KIP-227)
 UNDEFINED = -1
+# What one Fetch asked per partition: (partition, its leader epoch, its fetch offset) when sent.
+SentFetch = dict[tuple[str, int], tuple[Partition, int, int]]
 _RETRY_ERRORS = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
     ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
@@ -128,8 +130,8 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         backoff_s = self.settings.replica_fetch_backoff_ms / 1000
         while not self._stopped:
-            ready = self._ready_partitions()
-            if not ready:
+            prepared = self.next_request()
+            if prepared is None:
                 await self._idle()
                 continue
             client = self._connect()
@@ -137,21 +139,35 @@ class ReplicaFetcher:
                 log.info("%r: leader %d has no known endpoint; retrying", self, self.leader_id)
                 await asyncio.sleep(backoff_s)
                 continue
-            sent = {key: (p, p.leader_epoch, p.log_end_offset) for key, p in ready.items()}
+            sent, request = prepared
             try:
                 response: fetch_response.FetchResponse = await client.request(
-                    FETCH_KEY, FETCH_VERSION, self._build_request(sent),
-                    timeout_s=self.settings.replica_socket_timeout_ms / 1000,
+                    FETCH_KEY, FETCH_VERSION, request, timeout_s=self.settings.replica_socket_timeout_ms / 1000,
                 )
             except ConnectionError as exc:
                 log.info("%r: fetch failed: %s; backing off %d ms", self, exc, self.settings.replica_fetch_backoff_ms)
                 await asyncio.sleep(backoff_s)
                 continue
-            if response.error_code != ErrorCode.none:
-                log.info("%r: fetch answered %s", self, response.error_code.name)
-                self._delay(list(sent))
-                continue
-            self._process(sent, response)
+            self.handle_response(sent, response)
+
+    # --- the protocol logic, without I/O (the loop above sends; a simulation may deliver) ----
+
+    def next_request(self) -> tuple[SentFetch, fetch_request.FetchRequest] | None:
+        """The Fetch for every partition not backing off, with what each was sent at (leader
+        epoch, fetch offset) to match the answer against; None when there is nothing to fetch."""
+        ready = self._ready_partitions()
+        if not ready:
+            return None
+        sent = {key: (p, p.leader_epoch, p.log_end_offset) for key, p in ready.items()}
+        return sent, self._build_request(sent)
+
+    def handle_response(self, sent: SentFetch, response: fetch_response.FetchResponse) -> None:
+        """Apply the leader's answer to the Fetch ``next_request`` built as ``sent``."""
+        if response.error_code != ErrorCode.none:
+            log.info("%r: fetch answered %s", self, response.error_code.name)
+            self._delay(list(sent))
+            return
+        self._process(sent, response)
 
     def _ready_partitions(self) -> dict[tuple[str, int], Partition]:
         now = self.clock.monotonic()
@@ -179,7 +195,7 @@ class ReplicaFetcher:
             self._client = InterBrokerClient(host, port, self.links.source_host, f"broker-{self.broker_id}-fetcher")
         return self._client
 
-    def _build_request(self, sent: dict[tuple[str, int], tuple[Partition, int, int]]) -> fetch_request.FetchRequest:
+    def _build_request(self, sent: SentFetch) -> fetch_request.FetchRequest:
         m = fetch_request
         by_topic: dict[uuid.UUID, list[fetch_request.FetchPartition]] = {}
         partition_max_bytes = i32(self.settings.replica_fetch_max_bytes)
@@ -207,8 +223,7 @@ class ReplicaFetcher:
             rack_id="",
         )
 
-    def _process(self, sent: dict[tuple[str, int], tuple[Partition, int, int]],
-                 response: fetch_response.FetchResponse) -> None:
+    def _process(self, sent: SentFetch, response: fetch_response.FetchResponse) -> None:
         # A null topic id in the answer matches no partition sent.
         by_id: dict[tuple[uuid.UUID | None, int], tuple[str, int]] = {
             (p.topic_id, p.index): key for key, (p, _e, _o) in sent.items()}
@@ -277,11 +292,14 @@ class ReplicaFetcherManager:
     """Which fetcher (by leader broker) copies which partition; idle fetchers are stopped."""
 
     def __init__(self, broker_id: int, links: ClusterLinks, settings: ReplicationSettings,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, run_fetch_loops: bool = True) -> None:
         self.clock = clock
         self.broker_id = broker_id
         self.links = links
         self.settings = settings
+        # False: fetchers send nothing themselves; the caller drives each one through
+        # next_request / handle_response (the deterministic replication simulation does).
+        self.run_fetch_loops = run_fetch_loops
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._leader_of: dict[tuple[str, int], int] = {}
         self._stopping: set[asyncio.Task[None]] = set()
@@ -295,7 +313,8 @@ class ReplicaFetcherManager:
         if fetcher is None:
             fetcher = ReplicaFetcher(self.broker_id, leader_id, self.links, self.settings, self.clock)
             self.fetchers[leader_id] = fetcher
-            fetcher.start()
+            if self.run_fetch_loops:
+                fetcher.start()
         fetcher.add_partition(partition)
         self._leader_of[key] = leader_id
 

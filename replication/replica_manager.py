@@ -104,11 +104,13 @@ class ReplicaManager:
 
     # --- cluster mode ---------------------------------------------------------------------
 
-    def configure_cluster(self, links: ClusterLinks, settings: ReplicationSettings) -> None:
-        """Enter cluster mode: replicas follow leaders and ISR changes go to the controller."""
+    def configure_cluster(self, links: ClusterLinks, settings: ReplicationSettings,
+                          run_fetch_loops: bool = True) -> None:
+        """Enter cluster mode: replicas follow leaders and ISR changes go to the controller.
+        ``run_fetch_loops`` False leaves sending fetches to the caller (``ReplicaFetcherManager``)."""
         self.links = links
         self.settings = settings
-        self.fetcher_manager = ReplicaFetcherManager(self.broker_id, links, settings, self.clock)
+        self.fetcher_manager = ReplicaFetcherManager(self.broker_id, links, settings, self.clock, run_fetch_loops)
         for partition in self.partitions.values():
             self._configure_partition(partition)
 
@@ -134,9 +136,12 @@ class ReplicaManager:
         interval = self.settings.replica_lag_time_max_ms / 2 / 1000
         while True:
             await asyncio.sleep(interval)
-            now_ms = self.clock.wall_ms()
-            for partition in list(self.partitions.values()):
-                partition.maybe_shrink_isr(now_ms)
+            self.shrink_isrs(self.clock.wall_ms())
+
+    def shrink_isrs(self, now_ms: int) -> None:
+        """One round of Kafka's ISR expiration: every led partition drops lagging followers."""
+        for partition in list(self.partitions.values()):
+            partition.maybe_shrink_isr(now_ms)
 
     def apply_partition(self, topic: str, index: int, topic_id: uuid.UUID,
                         registration: PartitionRegistration) -> None:
