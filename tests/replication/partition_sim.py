@@ -204,15 +204,29 @@ class Broker:
                 segment.close_file()  # the kernel closes a dead process's files; nothing is flushed
 
 
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A scripted run (test_kip101_kip279.py): no random faults or producers, the test's own replica
+    list and settings; ``checked`` False leaves the per-step invariants to the test (a scenario
+    that elects an unclean leader loses committed records by design)."""
+
+    replicas: tuple[int, ...]
+    min_isr: int = 1
+    unclean_leader_election: bool = False
+    checked: bool = True
+
+
 class Simulation:
     """One seeded run; everything random comes from ``random.Random(seed)``."""
 
-    def __init__(self, seed: int, directory: Path) -> None:
+    def __init__(self, seed: int, directory: Path, script: Script | None = None) -> None:
         self.seed = seed
         self.rng = rng = random.Random(seed)
         self.dir = directory
+        self.script = script
+        self.broker_ids = script.replicas if script is not None else BROKERS
         self.clock = ManualClock(wall_ms=BASE_WALL_MS, monotonic=0.0)
-        self.min_isr = rng.choice((1, 2, 2, 3))
+        self.min_isr = rng.choice((1, 2, 2, 3)) if script is None else script.min_isr
         self.log_config = LogConfig(min_insync_replicas=self.min_isr)
         self.loss = rng.choice((0.0, 0.02, 0.1, 0.2))
         self.max_delay_ms = rng.choice((5, 20, 60))
@@ -222,17 +236,22 @@ class Simulation:
         self.closed_seen = rng.choice((0.0, 0.5, 1.0))  # chance the controller sees a crash's reset
         self.produce_rate = rng.choice((0.1, 0.3, 0.6))
         self.acks_all_share = rng.choice((0.7, 1.0))
+        if script is not None:
+            self.loss = self.crash_rate = self.partition_rate = self.crash_at_risk = self.produce_rate = 0.0
+            self.max_delay_ms = 5
+            self.closed_seen = 1.0
         self.now = 0
         self.steps = 0
-        self.faults = True
+        self.faults = script is None
+        self.blocked: set[tuple[int, int]] = set()  # failpoints: (source, destination) links that drop all
         self.sequence = 0
         self.produce_ids = 0
         self.queue: list[tuple[int, int, int, int, Callable[[], None], Broker | None]] = []
         self.timeouts: list[tuple[int, asyncio.Future[PartitionRegistration]]] = []
         self.trace: collections.deque[tuple] = collections.deque(maxlen=600)
-        self.side: dict[int, int] = dict.fromkeys((CONTROLLER, *BROKERS), 0)
+        self.side: dict[int, int] = dict.fromkeys((CONTROLLER, *self.broker_ids), 0)
         self.heal_at: int | None = None
-        self.incarnations = dict.fromkeys(BROKERS, 0)
+        self.incarnations = dict.fromkeys(self.broker_ids, 0)
         self.brokers: dict[int, Broker | None] = {}
         self.restart_at: dict[int, int] = {}
         self.produces: list[tuple[int, int, Broker, ProduceResult]] = []  # (id, deadline, leader, result)
@@ -271,7 +290,8 @@ class Simulation:
     def send(self, source: int, destination: int, deliver: Callable[[], None], to: Broker | None = None) -> None:
         """Queue ``deliver`` to run at ``destination`` after a random delay (or lose it); ``to`` is the
         broker incarnation it is meant for (an answer dies with the process that asked)."""
-        if self.rng.random() < self.loss or self.side[source] != self.side[destination]:
+        if (self.rng.random() < self.loss or self.side[source] != self.side[destination]
+                or (source, destination) in self.blocked):
             return
         self.sequence += 1
         heapq.heappush(self.queue, (self.now + self.rng.randint(1, self.max_delay_ms), self.sequence,
@@ -291,7 +311,7 @@ class Simulation:
     # -- setup -----------------------------------------------------------------------------------------
 
     async def setup(self) -> None:
-        for broker_id in BROKERS:
+        for broker_id in self.broker_ids:
             self._start(broker_id)
             broker = self.brokers[broker_id]
             assert broker is not None
@@ -299,9 +319,13 @@ class Simulation:
                 broker_id, f"{broker_id}.1", "sim", broker_id, None, 0, -1, connection=broker.connection)
             self.controller.heartbeat(broker_id, broker.broker_epoch, self.controller.image.offset,
                                       False, False, 0, broker.connection)
-        replicas = list(BROKERS)
-        self.rng.shuffle(replicas)  # the seed places the replicas (the controller's placer has its own random)
-        topic = self.controller.create_topic(TOPIC, -1, -1, {0: replicas}, {}, False, 0)
+        replicas = list(self.broker_ids)
+        configs = {}
+        if self.script is None:
+            self.rng.shuffle(replicas)  # the seed places the replicas (the controller's placer has its own random)
+        elif self.script.unclean_leader_election:
+            configs["unclean.leader.election.enable"] = "true"
+        topic = self.controller.create_topic(TOPIC, -1, -1, {0: replicas}, configs, False, 0)
         self.topic_id = topic.topic_id
 
     def _start(self, broker_id: int) -> None:
@@ -318,7 +342,7 @@ class Simulation:
         self.steps += 1
         while self.queue and self.queue[0][0] <= self.now:
             _, _, source, destination, deliver, to = heapq.heappop(self.queue)
-            if self.side[source] != self.side[destination]:
+            if self.side[source] != self.side[destination] or (source, destination) in self.blocked:
                 continue
             if destination != CONTROLLER and self.brokers[destination] is None:
                 continue
@@ -481,23 +505,28 @@ class Simulation:
         if not self.faults or self.rng.random() >= self.produce_rate:
             return
         leaders = [b for b in self._live() if (p := b.partition()) is not None and p.is_leader]
-        if not leaders:
-            return
-        leader = self.rng.choice(leaders)
+        if leaders:
+            acks = -1 if self.rng.random() < self.acks_all_share else 1
+            self.produce(self.rng.choice(leaders).broker_id, acks, self.rng.randint(1, 3))
+
+    def produce(self, broker_id: int, acks: int, count: int = 1) -> tuple[int, ProduceResult]:
+        """A producer sends one batch of ``count`` records to ``broker_id``; returns its produce id
+        (acks=all acknowledgements land in ``acked``) and the broker's immediate answer."""
+        broker = self.brokers[broker_id]
+        assert broker is not None
         self.produce_ids += 1
         produce_id = self.produce_ids
-        acks = -1 if self.rng.random() < self.acks_all_share else 1
-        count = self.rng.randint(1, 3)
         batch = build_batch([(b"k", b"v%d" % i) for i in range(count)], base_timestamp=BASE_WALL_MS + produce_id)
-        result = leader.replica_manager.append_records(TOPIC, 0, memoryview(bytearray(batch)), acks)
-        self.trace.append((self.now, "produce", f"b{leader.broker_id}", f"p{produce_id}", f"acks={acks}",
+        result = broker.replica_manager.append_records(TOPIC, 0, memoryview(bytearray(batch)), acks)
+        self.trace.append((self.now, "produce", f"b{broker_id}", f"p{produce_id}", f"acks={acks}",
                            result.error.name, f"offset={result.base_offset}"))
         if acks == -1 and result.error == ErrorCode.none:
             if result.pending is None:
                 self.acked[produce_id] = result.base_offset
-                self.just_acked.append(leader.broker_id)
+                self.just_acked.append(broker_id)
             else:
-                self.produces.append((produce_id, self.now + PRODUCE_TIMEOUT_MS, leader, result))
+                self.produces.append((produce_id, self.now + PRODUCE_TIMEOUT_MS, broker, result))
+        return produce_id, result
 
     # -- faults ----------------------------------------------------------------------------------------
 
@@ -505,16 +534,16 @@ class Simulation:
         rng = self.rng
         for broker_id, when in list(self.restart_at.items()):
             if when <= self.now:
-                self._restart(broker_id)
+                self.restart(broker_id)
         live = [b.broker_id for b in self._live()]
         if live and rng.random() < self.crash_rate:
-            self._crash(rng.choice(live))
+            self.crash(rng.choice(live))
         for broker_id in self.just_elected + self.just_acked:
             if self.brokers[broker_id] is not None and rng.random() < self.crash_at_risk:
-                self._crash(broker_id)
+                self.crash(broker_id)
         self.just_elected = []
         self.just_acked = []
-        nodes = [CONTROLLER, *BROKERS]
+        nodes = [CONTROLLER, *self.broker_ids]
         if self.heal_at is None and rng.random() < self.partition_rate:
             shuffled = list(nodes)
             rng.shuffle(shuffled)
@@ -525,7 +554,7 @@ class Simulation:
         elif self.heal_at is not None and self.heal_at <= self.now:
             self._heal()
 
-    def _crash(self, broker_id: int) -> None:
+    def crash(self, broker_id: int) -> None:
         broker = self.brokers[broker_id]
         assert broker is not None
         broker.crash()
@@ -537,7 +566,7 @@ class Simulation:
         self.restart_at[broker_id] = self.now + self.rng.randint(50, 1500)
         self.trace.append((self.now, "crash", f"b{broker_id}"))
 
-    def _restart(self, broker_id: int) -> None:
+    def restart(self, broker_id: int) -> None:
         del self.restart_at[broker_id]
         self._start(broker_id)
         broker = self.brokers[broker_id]
@@ -555,11 +584,14 @@ class Simulation:
 
     def _check(self) -> None:
         registration = self.controller.image.topics[TOPIC].partitions[0]
+        checked = self.script is None or self.script.checked
         for broker in self._live():
             partition = broker.partition()
             if partition is None:
                 continue
             mirror = self._refresh_mirror(broker, partition.log)
+            if not checked:
+                continue
             hw = partition.high_watermark
             if hw > partition.log_end_offset:
                 self._fail(f"b{broker.broker_id} high watermark {hw} beyond its log end {partition.log_end_offset}")
@@ -572,7 +604,7 @@ class Simulation:
                 self.leader_hw[key] = hw
                 if registration.leader == broker.broker_id and registration.leader_epoch == partition.leader_epoch:
                     self._check_leader_completeness(broker, mirror, partition.leader_epoch)
-        for produce_id, offset in self.acked.items():
+        for produce_id, offset in self.acked.items() if checked else ():
             batch = self.committed.get(offset)
             if batch is None or batch.produce_id != produce_id:
                 self._fail(f"acknowledged p{produce_id} at offset {offset} is not committed there "
@@ -653,9 +685,20 @@ class Simulation:
                            f"{batch}")
         self.leader_verified[key] = len(self.committed_order)
 
+    def log_of(self, broker_id: int) -> list[Batch]:
+        """The batches in a live broker's log now (the checker's copy, re-read where it changed)."""
+        broker = self.brokers[broker_id]
+        assert broker is not None
+        partition_log = broker.log_manager.get(TOPIC, 0)
+        return [] if partition_log is None else list(self._refresh_mirror(broker, partition_log).batches)
+
+    def registration(self) -> PartitionRegistration:
+        """The controller's current registration of the partition."""
+        return self.controller.image.topics[TOPIC].partitions[0]
+
     # -- liveness --------------------------------------------------------------------------------------
 
-    def _converged(self) -> bool:
+    def converged(self) -> bool:
         registration = self.controller.image.topics[TOPIC].partitions[0]
         if registration.leader == NO_LEADER or sorted(registration.isr) != sorted(registration.replicas):
             return False
@@ -693,10 +736,10 @@ class Simulation:
         self.faults = False
         self.loss = 0.0
         for broker_id in list(self.restart_at):
-            self._restart(broker_id)
+            self.restart(broker_id)
         self._heal()
         healed_at = self.now
-        while not self._converged():
+        while not self.converged():
             if self.now - healed_at >= CONVERGE_LIMIT_MS:
                 registration = self.controller.image.topics[TOPIC].partitions[0]
                 states = {b.broker_id: (p.leader_id, p.leader_epoch, p.log_end_offset, p.high_watermark)
@@ -797,7 +840,7 @@ def run_seeds(start: int, count: int) -> SeedsResult:
             continue
         result.steps += simulation.steps
         result.acked += len(simulation.acked)
-        result.crashes += sum(simulation.incarnations.values()) - len(BROKERS)
+        result.crashes += sum(simulation.incarnations.values()) - len(simulation.broker_ids)
         result.leader_epochs += simulation.controller.image.topics[TOPIC].partitions[0].leader_epoch
         result.truncations += simulation.truncations
         if simulation.converged_after_ms > result.slowest_convergence_ms:
