@@ -372,7 +372,12 @@ class BrokerLifecycleManager:
                 break
         else:
             return
-        await self._load_snapshot(raft_snapshot.decode(bytes(data)), end_offset)
+        try:
+            payloads = raft_snapshot.decode(bytes(data))
+        except raft_snapshot.InvalidSnapshot as exc:
+            log.warning("metadata snapshot %d-%d is not valid (%s): fetching again", end_offset, epoch, exc)
+            return
+        await self._load_snapshot(payloads, end_offset)
 
     async def _load_snapshot(self, payloads: list[bytes], end_offset: int) -> None:
         """Replace the image by a snapshot's (what it no longer lists, the catalogue drops too)."""

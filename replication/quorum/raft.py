@@ -590,7 +590,10 @@ class RaftNode:
         pulling.data += response.data
         if len(pulling.data) < response.size:
             return
-        self._log.install_snapshot(pulling.snapshot_id, bytes(pulling.data))
         self._snapshot_fetch = None
+        try:
+            self._log.install_snapshot(pulling.snapshot_id, bytes(pulling.data))
+        except ValueError:
+            return  # not a whole snapshot (InvalidSnapshot): the next fetch starts over
         # A snapshot holds committed entries only.
         self._high_watermark = max(self._high_watermark, pulling.snapshot_id.end_offset)

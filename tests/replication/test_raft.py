@@ -197,3 +197,35 @@ def test_a_voter_behind_the_leaders_log_start_catches_up_by_fetch_snapshot():
         network.tick_all(now)
     assert [e.payload for e in lagging_log.entries(6, 10)] == [b"e"]
     assert nodes[3].high_watermark == leader.high_watermark == 7
+
+
+def test_a_snapshot_that_arrives_damaged_is_fetched_again_not_installed():
+    leader_log = make_log((1, [b"a", b"b"]), (2, [LEADER_CHANGE_PAYLOAD, b"c"]))
+    leader = make_node(1, leader_log, QuorumState(epoch=2, voted_id=1))
+    lagging_log = MemoryRaftLog()
+    nodes = {1: leader, 2: make_node(2, make_log((1, [b"a", b"b"]))), 3: make_node(3, lagging_log)}
+    network = Network(nodes)
+    network.down.add(3)
+    network.run(2000, 1, leader.tick(2000))
+    for now in range(2000, 2300, 50):
+        network.tick_all(now)
+    leader_log.create_snapshot(2, [b"a", b"b"])
+    payloads = [e.payload for e in leader_log.entries(0, 5)]
+    snapshot = leader_log.create_snapshot(5, payloads)
+    leader_log.delete_before_snapshot()
+    whole = leader_log.read_snapshot
+    served: list[bytes] = []
+
+    def damaged_once(snapshot_id, position, max_bytes):
+        data = whole(snapshot_id, position, max_bytes)
+        if not served:  # the first answer has a flipped byte: the CRC check refuses the whole snapshot
+            data = data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
+        served.append(data)
+        return data
+
+    leader_log.read_snapshot = damaged_once
+    network.down.discard(3)
+    for now in range(2300, 4000, 50):
+        network.tick_all(now)
+    assert len(served) >= 2 and lagging_log.latest_snapshot_id == snapshot
+    assert lagging_log.snapshot_payloads(snapshot) == payloads and lagging_log.start_offset == 5
