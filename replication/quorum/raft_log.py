@@ -22,7 +22,7 @@ import logging
 import os
 
 from kbroker.protocol.record_builder import build_batch
-from kbroker.protocol.records import iter_records, split_batches
+from kbroker.protocol.records import batch_size_at, iter_records, read_header
 from kbroker.storage.file_io import replace_atomically
 from kbroker.storage.log import PartitionLog
 
@@ -60,15 +60,19 @@ def _chunks(payloads: list[bytes], max_bytes: int) -> list[list[bytes]]:
 
 
 def batch_entries(data: bytes | memoryview) -> list[LogEntry]:
-    """The entries of whole record batches (a cut-off last batch is ignored)."""
+    """The entries of whole record batches (a cut-off last batch, as a read of a byte range ends
+    in, is ignored)."""
     out: list[LogEntry] = []
-    for position, header in split_batches(memoryview(data)):
-        batch = bytes(data[position:position + header.size])
-        if len(batch) < header.size:
-            break
-        for record in iter_records(batch):
+    view = memoryview(data)
+    position = 0
+    while True:
+        size = batch_size_at(view, position)
+        if size is None or position + size > len(view):
+            return out
+        header = read_header(view, position)
+        for record in iter_records(bytes(view[position:position + size])):
             out.append(LogEntry(record.offset, header.partition_leader_epoch, record.value or b""))
-    return out
+        position += size
 
 
 class PartitionRaftLog:

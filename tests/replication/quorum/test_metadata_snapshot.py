@@ -201,3 +201,13 @@ def test_register_broker_record_bytes_in_the_log_are_unchanged_and_the_epoch_tra
     assert b"broker_epoch" not in encode_record(in_log)
     in_snapshot = dataclasses.replace(in_log, broker_epoch=42)
     assert decode_record(encode_record(in_snapshot)) == in_snapshot
+
+
+def test_entries_are_read_across_batches_bigger_than_one_read(tmp_path) -> None:
+    """A restart replays the log after the snapshot in 1 MiB reads; one of 400 KB batches ends cut off."""
+    raft_log = open_log(str(tmp_path / "m"))
+    record = encode_record(ConfigRecord(TOPIC_RESOURCE, "t", "retention.ms", "1" * 150))
+    for _ in range(4):
+        raft_log.append(EPOCH, [record] * 2000)
+    entries = raft_log.entries(0, 10_000)
+    assert [e.offset for e in entries] == list(range(8000))
