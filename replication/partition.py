@@ -37,6 +37,13 @@ from .replication_settings import AlterPartition
 log = logging.getLogger(__name__)
 
 DEFAULT_LAG_TIME_MAX_MS = 30000
+ALTER_PARTITION_RETRY_MS = 100  # Kafka's AlterPartitionManager resends after retry.backoff.ms
+# AlterPartition refusals that say the controller did not apply the change and the leader's view
+# is current (Kafka's handleAlterPartitionError resets to the committed ISR on these only).
+_NOT_APPLIED = frozenset({ErrorCode.operation_not_attempted, ErrorCode.ineligible_replica,
+                          ErrorCode.invalid_request})
+# Answers that leave it unknown whether the controller applied the change: sent again.
+_OUTCOME_UNKNOWN = frozenset({ErrorCode.not_controller, ErrorCode.request_timed_out})
 
 
 class DataWaiter:
@@ -80,6 +87,7 @@ class Partition:
         self.leader_epoch_start_offset = 0
         self.remote_replicas: dict[int, ReplicaState] = {}
         self.pending_isr: list[int] | None = None  # an AlterPartition in flight proposes this ISR
+        self._alter_retry_at_ms: int | None = None  # when to send ``pending_isr`` again (outcome unknown)
         self.lag_time_max_ms = DEFAULT_LAG_TIME_MAX_MS
         self.alter_partition: AlterPartition | None = None
         self.replica_eligible: Callable[[int, int], bool] | None = None
@@ -189,6 +197,7 @@ class Partition:
         self.isr = list(registration.isr)
         self.partition_epoch = registration.partition_epoch
         self.pending_isr = None  # the controller's word replaces any proposal in flight
+        self._alter_retry_at_ms = None
 
     # --- leader: follower tracking and the ISR ------------------------------------------------
 
@@ -200,6 +209,7 @@ class Partition:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {replica_id} is not a replica of {self.topic}-{self.index}")
         state.update_fetch_state(fetch_offset, log_start_offset, now_ms, leader_end_offset, broker_epoch)
+        self._maybe_resend_alter_partition(now_ms)
         self._maybe_expand_isr(state)
         self._maybe_increment_high_watermark(now_ms)
 
@@ -218,6 +228,7 @@ class Partition:
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
         """Propose dropping followers not caught up within replica.lag.time.max.ms."""
+        self._maybe_resend_alter_partition(now_ms)
         if not self.is_leader or self.alter_partition is None or self.pending_isr is not None:
             return
         end = self.log_end_offset
@@ -235,9 +246,19 @@ class Partition:
 
     def _propose_isr(self, new_isr: list[int]) -> None:
         self.pending_isr = new_isr
-        # The epochs are those the proposal was made against, not whatever holds when it is sent.
+        self._send_proposal()
+
+    def _send_proposal(self) -> None:
+        assert self.pending_isr is not None
+        # The epochs are those the proposal was made against (any registration applied since
+        # would have replaced the proposal), not whatever holds when the answer comes.
         self._alter_task = asyncio.get_running_loop().create_task(
-            self._send_alter_partition(new_isr, self.leader_epoch, self.partition_epoch))
+            self._send_alter_partition(self.pending_isr, self.leader_epoch, self.partition_epoch))
+
+    def _maybe_resend_alter_partition(self, now_ms: int) -> None:
+        if self._alter_retry_at_ms is not None and now_ms >= self._alter_retry_at_ms and self.pending_isr is not None:
+            self._alter_retry_at_ms = None
+            self._send_proposal()
 
     async def _send_alter_partition(self, proposal: list[int], leader_epoch: int, partition_epoch: int) -> None:
         assert self.alter_partition is not None
@@ -246,8 +267,19 @@ class Partition:
                 self.topic, self.index, self.topic_id, leader_epoch, partition_epoch, proposal)
         except (KafkaError, ConnectionError, OSError) as exc:
             log.info("%s-%d: AlterPartition to ISR %s failed: %s", self.topic, self.index, proposal, exc)
-            if self.pending_isr is proposal:
+            if self.pending_isr is not proposal:
+                return
+            code = exc.code if isinstance(exc, KafkaError) else None
+            if code in _NOT_APPLIED:
                 self.pending_isr = None  # the next fetch or ISR check proposes again
+            elif code is None or code in _OUTCOME_UNKNOWN:
+                # The controller may have applied it (only the answer was lost): the proposal
+                # stays in flight — an expansion keeps counting for the high watermark — and is
+                # sent again (the next fetch or ISR check after the backoff).
+                self._alter_retry_at_ms = self.clock.wall_ms() + ALTER_PARTITION_RETRY_MS
+            # Any other refusal (INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH, ...) means this
+            # leader's view is stale: the proposal stands until the controller's registration,
+            # on its way, replaces it.
             return
         if self.pending_isr is not proposal:
             return  # leadership or assignment changed meanwhile: the answer is stale

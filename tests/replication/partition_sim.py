@@ -11,10 +11,14 @@ replays. Producers write acks=all (and some acks=1) batches to whichever broker 
 
 Durability model: kbroker acknowledges after ``os.write``, so a *process* crash loses nothing
 written; a crashed broker loses its memory (partition state, fetch positions, pending acks) and
-restarts from its log dir (recovery, checkpointed high watermark, unclean-shutdown marker:
-previous broker epoch -1, so its ELR claims go). Power loss of unflushed data is not simulated,
-and unclean leader election is never enabled here (the scripted KIP cases in
-test_kip101_kip279.py enable it where they say so).
+restarts from its log dir (recovery, checkpointed high watermark, no clean-shutdown marker:
+previous broker epoch -1, so its ELR claims go). Some stops are controlled shutdowns instead
+(the controller moves leadership away, the logs close cleanly with the broker epoch, the ELR
+claims stay). Power loss of unflushed data is not simulated, and unclean leader election is never
+enabled here (the scripted KIP cases in test_kip101_kip279.py enable it where they say so).
+A restarted broker replays metadata before its new registration has fenced the old one, as
+kbroker's broker does, so it may take up its old leadership at the old epoch with its checkpointed
+high watermark: the high watermark is checked per broker *process* and leader epoch.
 
 Checked after every step (``Violation`` names the seed and the trace that led there):
 
@@ -234,10 +238,12 @@ class Simulation:
         self.partition_rate = rng.choice((0.0, 0.003, 0.01))
         self.crash_at_risk = rng.choice((0.0, 0.0, 0.1, 0.3))
         self.closed_seen = rng.choice((0.0, 0.5, 1.0))  # chance the controller sees a crash's reset
+        self.shutdown_share = rng.choice((0.0, 0.3))  # of the brokers stopped, those stopped cleanly
         self.produce_rate = rng.choice((0.1, 0.3, 0.6))
         self.acks_all_share = rng.choice((0.7, 1.0))
         if script is not None:
             self.loss = self.crash_rate = self.partition_rate = self.crash_at_risk = self.produce_rate = 0.0
+            self.shutdown_share = 0.0
             self.max_delay_ms = 5
             self.closed_seen = 1.0
         self.now = 0
@@ -269,6 +275,7 @@ class Simulation:
         self.leader_verified: dict[tuple[int, int], int] = {}
         self.converged_after_ms = 0
         self.truncations = 0
+        self.clean_stops = 0
         metadata_dir = directory / "controller" / "__cluster_metadata-0"
         metadata_dir.mkdir(parents=True)
         metadata_log = PartitionLog(str(metadata_dir), "__cluster_metadata", 0, LogConfig())
@@ -370,8 +377,8 @@ class Simulation:
             self.send(broker.broker_id, CONTROLLER, lambda: self._register(broker))
         if broker.broker_epoch >= 0 and now >= broker.heartbeat_due:
             broker.heartbeat_due = now + HEARTBEAT_MS
-            offset = broker.metadata_offset
-            self.send(broker.broker_id, CONTROLLER, lambda: self._heartbeat(broker, offset))
+            epoch, offset = broker.broker_epoch, broker.metadata_offset
+            self.send(broker.broker_id, CONTROLLER, lambda: self._heartbeat(broker, epoch, offset))
         if now >= broker.metadata_due:
             broker.metadata_due = now + RPC_TIMEOUT_MS  # the answer brings it forward
             self.send(broker.broker_id, CONTROLLER, lambda: self._metadata(broker))
@@ -396,12 +403,21 @@ class Simulation:
             broker.broker_epoch = epoch
         self.send(CONTROLLER, broker.broker_id, answered, broker)
 
-    def _heartbeat(self, broker: Broker, metadata_offset: int) -> None:
+    def _heartbeat(self, broker: Broker, broker_epoch: int, metadata_offset: int) -> None:
         try:
-            self.controller.heartbeat(broker.broker_id, broker.broker_epoch, metadata_offset, False, False,
+            self.controller.heartbeat(broker.broker_id, broker_epoch, metadata_offset, False, False,
                                       self.now, broker.connection)
-        except KafkaError:
-            pass  # a stale epoch: this incarnation was replaced; it learns from the metadata
+        except KafkaError as exc:
+            if exc.code != ErrorCode.stale_broker_epoch:
+                raise
+
+            def stale() -> None:
+                # As broker_lifecycle: registered again (a registration request a dead incarnation
+                # of this broker left in flight may have replaced this one's).
+                if broker.broker_epoch == broker_epoch:
+                    self.trace.append((self.now, "stale", f"b{broker.broker_id}", f"epoch={broker_epoch}"))
+                    broker.broker_epoch = -1
+            self.send(CONTROLLER, broker.broker_id, stale, broker)
 
     def _metadata(self, broker: Broker) -> None:
         image = self.controller.image
@@ -537,7 +553,10 @@ class Simulation:
                 self.restart(broker_id)
         live = [b.broker_id for b in self._live()]
         if live and rng.random() < self.crash_rate:
-            self.crash(rng.choice(live))
+            if rng.random() < self.shutdown_share:
+                self.shut_down(rng.choice(live))
+            else:
+                self.crash(rng.choice(live))
         for broker_id in self.just_elected + self.just_acked:
             if self.brokers[broker_id] is not None and rng.random() < self.crash_at_risk:
                 self.crash(broker_id)
@@ -553,6 +572,38 @@ class Simulation:
             self.trace.append((self.now, "partition", sorted(shuffled[:cut]), sorted(shuffled[cut:])))
         elif self.heal_at is not None and self.heal_at <= self.now:
             self._heal()
+
+    def shut_down(self, broker_id: int) -> None:
+        """SIGTERM: a controlled shutdown (the controller moves leadership and ISR membership away,
+        KIP-966 keeps the broker's ELR claims), then the logs close cleanly with the broker epoch."""
+        broker = self.brokers[broker_id]
+        assert broker is not None
+        epoch, offset = broker.broker_epoch, broker.metadata_offset
+        if epoch < 0:
+            return  # not registered yet: nothing to hand over
+        self.trace.append((self.now, "shutdown", f"b{broker_id}"))
+
+        def at_controller() -> None:
+            try:
+                *_, should_shut_down = self.controller.heartbeat(broker_id, epoch, offset, False, True, self.now,
+                                                                 broker.connection)
+            except KafkaError:
+                return
+
+            def answered() -> None:
+                if should_shut_down and self.brokers[broker_id] is broker:
+                    self._stop_cleanly(broker)
+            self.send(CONTROLLER, broker_id, answered, broker)
+        self.send(broker_id, CONTROLLER, at_controller)
+
+    def _stop_cleanly(self, broker: Broker) -> None:
+        for future in broker.alters:
+            future.cancel()
+        broker.log_manager.shutdown(broker.broker_epoch, broker.replica_manager.high_watermarks())
+        self.brokers[broker.broker_id] = None
+        self.clean_stops += 1
+        self.restart_at[broker.broker_id] = self.now + self.rng.randint(50, 1500)
+        self.trace.append((self.now, "stopped", f"b{broker.broker_id}", f"epoch={broker.broker_epoch}"))
 
     def crash(self, broker_id: int) -> None:
         broker = self.brokers[broker_id]
@@ -808,6 +859,7 @@ class SeedsResult:
     acked: int = 0
     crashes: int = 0
     leader_epochs: int = 0
+    clean_stops: int = 0
     truncations: int = 0
 
 
@@ -843,6 +895,7 @@ def run_seeds(start: int, count: int) -> SeedsResult:
         result.crashes += sum(simulation.incarnations.values()) - len(simulation.broker_ids)
         result.leader_epochs += simulation.controller.image.topics[TOPIC].partitions[0].leader_epoch
         result.truncations += simulation.truncations
+        result.clean_stops += simulation.clean_stops
         if simulation.converged_after_ms > result.slowest_convergence_ms:
             result.slowest_convergence_ms = simulation.converged_after_ms
             result.slowest_seed = seed
@@ -862,7 +915,8 @@ def main(argv: list[str] | None = None) -> int:
         print("failing seeds:", " ".join(str(v.seed) for v in result.violations))
     elapsed = time.perf_counter() - began
     print(f"{args.seeds} seeds, {len(result.violations)} violations, {result.steps} steps ({elapsed:.1f} s); "
-          f"{result.acked} acks=all acknowledgements checked, {result.crashes} broker crashes, "
+          f"{result.acked} acks=all acknowledgements checked, {result.crashes} broker restarts "
+          f"({result.clean_stops} after a controlled shutdown), "
           f"{result.leader_epochs} leader elections, {result.truncations} follower truncations; slowest "
           f"convergence after healing {result.slowest_convergence_ms} ms (seed {result.slowest_seed})")
     return 1 if result.violations else 0

@@ -28,7 +28,7 @@ from pathlib import Path
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replication.partition import Partition
 
-from tests.replication.partition_sim import Script, Simulation
+from tests.replication.partition_sim import CONTROLLER, Script, Simulation
 
 A, B = 1, 2
 ACKS_ALL, ACKS_LEADER = -1, 1
@@ -221,3 +221,38 @@ def test_kip279_fast_double_failover_truncates_to_the_last_common_epoch(tmp_path
         assert all(m in sim.acked for m in [*first, last])
 
     scripted(tmp_path, Script(replicas=(A, B), min_isr=2, unclean_leader_election=True), body)
+
+
+def test_an_isr_expansion_whose_answer_is_lost_still_counts_for_the_high_watermark(tmp_path: Path) -> None:
+    """KIP-497's maximal ISR when AlterPartition's outcome is unknown: the controller applies A's
+    expansion back to [A, B, C] but the answer is lost (the controller's link to A drops). A must
+    go on counting B for the high watermark (and retry) until the controller's registration
+    arrives; if it fell back to [A, C], it would acknowledge a record B lacks, and the controller,
+    electing B from its ISR when A dies, would lose it (found by the simulation)."""
+    C = 3
+
+    async def body(sim: Simulation) -> None:
+        await until(sim, lambda: leads(sim, A) and follows(sim, B, A) and follows(sim, C, A), "A leads")
+        first = await acknowledged(sim, A)
+        sim.blocked.add((B, A))
+        sim.produce(A, ACKS_LEADER)  # B cannot fetch it
+        await until(sim, lambda: replica(sim, A).isr == [A, C] and replica(sim, A).pending_isr is None,
+                    "B out of the ISR (lagging)")
+        epoch = sim.registration().partition_epoch
+        sim.blocked.discard((B, A))
+        sim.blocked.add((CONTROLLER, A))  # from here A hears nothing from the controller
+        await until(sim, lambda: sim.registration().isr == (A, B, C), "the controller applies B's return")
+        assert sim.registration().partition_epoch == epoch + 1
+        sim.blocked.add((B, A))  # and B stops fetching again
+        at_risk, _ = sim.produce(A, ACKS_ALL)
+        for _ in range(50):  # 500 ms: past the AlterPartition timeout and replica.lag.time.max.ms
+            await sim.step()
+        sim.crash(A)
+        sim.blocked.clear()
+        await until(sim, lambda: leads(sim, B), "B leads (first in the controller's ISR)")
+        sim.restart(A)
+        await until(sim, sim.converged, "replicas converge")
+        assert produce_ids(sim, B)[0] == first
+        assert at_risk not in sim.acked or at_risk in produce_ids(sim, B)
+
+    scripted(tmp_path, Script(replicas=(A, B, C), min_isr=2), body)
