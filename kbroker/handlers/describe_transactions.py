@@ -48,8 +48,9 @@ async def handle(ctx: RequestContext[Services], request: DescribeTransactionsReq
         if meta is None:
             states.append(build(
                 m.TransactionState, error_code=error,
+                # Kafka leaves the other fields at their zero values (the start time too).
                 transactional_id=transactional_id, transaction_state="", transaction_timeout=datetime.timedelta(0),
-                transaction_start_time=_time(-1), producer_id=-1, producer_epoch=-1, topics=()))
+                transaction_start_time=_time(0), producer_id=0, producer_epoch=0, topics=()))
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(meta.partitions):
