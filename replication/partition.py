@@ -13,8 +13,10 @@ fetch position (``ReplicaState``); the high watermark is the smallest log end of
 "maximal" ISR (the committed ISR plus any member an in-flight AlterPartition adds, KIP-497),
 and does not advance while the ISR is smaller than the effective min.insync.replicas (Kafka 4
 strict min ISR, KIP-966). ISR changes are proposed to the controller one at a time and applied
-only from its answer (the partition epoch orders them). A follower never serves producers or
-consumers (NOT_LEADER_OR_FOLLOWER); its log is written by the replica fetcher.
+only from its answer (the partition epoch orders them); a proposal whose fate is unknown (no
+answer) stays in flight, counted, and is sent again, as Kafka's AlterPartitionManager does.
+A follower never serves producers or consumers (NOT_LEADER_OR_FOLLOWER); its log is written by
+the replica fetcher.
 A single-node partition is a leader whose only replica is itself: every append is committed.
 """
 
