@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_builder import build_end_txn_marker
 from kbroker.protocol.records import (
-    control_record_type,
     patch_base_offset,
     patch_leader_epoch,
     split_batches,
@@ -34,7 +33,7 @@ from .log_loader import index_aborted, load_segments, rebuild_producer_state
 from .log_reads import aborted_txns, batches_from, locate, max_timestamp_offset, offset_for_timestamp
 from .log_retention import retention_cutoff
 from .log_validator import assign_offsets, follower_batches, validate_batches
-from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager, end_txn_marker
 from .segment import AppendedBatch, LogSegment, SegmentFileCache
 from .transaction_index import AbortedTxn
 
@@ -288,8 +287,8 @@ class PartitionLog:
         for pos, header in batches:
             if header.producer_id < 0:
                 continue
-            control = control_record_type(records[pos : pos + header.size]) if header.is_control else None
-            completed = self.producer_state.replay_batch(header, control)
+            marker = end_txn_marker(records[pos : pos + header.size]) if header.is_control else None
+            completed = self.producer_state.replay_batch(header, marker)
             if completed is not None and completed.is_aborted:
                 self._index_aborted_after_write(segment, completed)
         self._after_append(first, offset, now_ms)

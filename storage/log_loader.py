@@ -21,11 +21,11 @@ import logging
 import os
 import time
 
-from kbroker.protocol.records import HEADER_SIZE, control_record_type, read_header
+from kbroker.protocol.records import HEADER_SIZE, read_header
 
 from .leader_epoch_cache import LeaderEpochCache
 from .log_cleaner_recovery import complete_interrupted_cleaning
-from .producer_state import CompletedTxn, ProducerStateManager
+from .producer_state import CompletedTxn, ProducerStateManager, end_txn_marker
 from .segment import LogSegment, SegmentFileCache
 from .transaction_index import AbortedTxn
 
@@ -94,10 +94,10 @@ def rebuild_producer_state(state: ProducerStateManager, segments: list[LogSegmen
                 if batch.last_offset < start:
                     continue
                 header = read_header(segment.read_bytes(batch.position, HEADER_SIZE))
-                control = None
+                marker = None
                 if header.is_control and header.producer_id >= 0:
-                    control = control_record_type(segment.read_bytes(batch.position, batch.size))
-                completed = state.replay_batch(header, control)
+                    marker = end_txn_marker(segment.read_bytes(batch.position, batch.size))
+                completed = state.replay_batch(header, marker)
                 if completed is not None and completed.is_aborted:
                     index_aborted(segment, completed, state)
                 replayed += 1

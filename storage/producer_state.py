@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.records import BatchHeader
+from kbroker.protocol.records import BatchHeader, iter_records
 
 from .file_io import replace_atomically, unlink_quietly
 
@@ -100,6 +100,27 @@ class ProducerStateEntry:
             self.producer_epoch = epoch
         self.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
         self.last_timestamp = timestamp
+
+
+@dataclass(slots=True, frozen=True)
+class EndTxnMarker:
+    """A control batch's COMMIT/ABORT marker: its type and the coordinator epoch that wrote it."""
+
+    commit: bool
+    coordinator_epoch: int
+
+
+def end_txn_marker(batch: bytes | memoryview) -> EndTxnMarker | None:
+    """The EndTransactionMarker of a control batch (record key: version int16, type int16 —
+    1 commit; value: version int16, coordinator epoch int32), or None if it has no record."""
+    for record in iter_records(batch):
+        if record.key is None or len(record.key) < 4:
+            return None
+        control_type: int = struct.unpack_from(">h", record.key, 2)[0]
+        value = record.value
+        coordinator_epoch: int = struct.unpack_from(">i", value, 2)[0] if value is not None and len(value) >= 6 else -1
+        return EndTxnMarker(control_type == 1, coordinator_epoch)
+    return None
 
 
 @dataclass(slots=True, frozen=True)
@@ -223,15 +244,17 @@ class ProducerStateManager:
             self.ongoing_txns[first_offset] = pid
         self.map_end_offset = end_offset
 
-    def replay_batch(self, header: BatchHeader, control_type: int | None) -> CompletedTxn | None:
-        """Apply a batch already in the log (recovery): no validation, as Kafka's replication."""
+    def replay_batch(self, header: BatchHeader, marker: EndTxnMarker | None) -> CompletedTxn | None:
+        """Apply a batch already in the log (recovery, or a follower's append): no validation, as
+        Kafka's replication; a marker's coordinator epoch is learnt, so a follower that becomes
+        leader fences the same stale coordinators its leader did."""
         if header.producer_id < 0:
             self.map_end_offset = header.last_offset + 1
             return None
-        if control_type is not None:
+        if marker is not None:
             completed = self.append_marker(
-                header.producer_id, header.producer_epoch, header.base_offset, control_type == 1,
-                -1, header.max_timestamp, validate=False,
+                header.producer_id, header.producer_epoch, header.base_offset, marker.commit,
+                marker.coordinator_epoch, header.max_timestamp, validate=False,
             )
         else:
             entry = self.producers.setdefault(header.producer_id, ProducerStateEntry(header.producer_id))

@@ -203,6 +203,24 @@ def test_a_marker_from_an_older_coordinator_epoch_is_fenced(tmp_path):
     assert reopen(tmp_path, clean=True).producer_state.producers[1].coordinator_epoch == 6  # in the snapshot
 
 
+def test_followers_and_recovery_learn_the_coordinator_epoch_of_markers(tmp_path):
+    """A follower applying its leader's marker, and a crash recovery replaying it, keep the
+    coordinator epoch the marker carries (Kafka's replication-origin update): the partition
+    fences a stale coordinator after a leader change or a restart as its old leader did."""
+    leader = PartitionLog.create(str(tmp_path / "leader" / "t-0"), "t", 0, "id", LogConfig())
+    leader.append_as_leader(pbatch(0, pid=1, txn=True), 0, NOW)
+    leader.append_end_txn_marker(1, 0, True, 7, 0, NOW)
+    active = leader.segments[-1]
+    follower = new_log(tmp_path)
+    follower.append_as_follower(memoryview(bytearray(active.read_bytes(0, active.size))), NOW)
+    assert follower.producer_state.producers[1].coordinator_epoch == 7
+    with pytest.raises(KafkaError) as info:
+        follower.producer_state.check_marker(1, 0, 6)
+    assert info.value.code == ErrorCode.transaction_coordinator_fenced
+    recovered = reopen(tmp_path, clean=False)  # no close: the marker's batch header is replayed
+    assert recovered.producer_state.producers[1].coordinator_epoch == 7
+
+
 def test_crash_rebuild_restores_open_transactions_and_the_transaction_index(tmp_path):
     plog = new_log(tmp_path)
     plog.close()  # snapshot at 0
