@@ -7,8 +7,10 @@ NONE if it is already in the ongoing transaction, else INVALID_TXN_STATE.
 Errors as Kafka: an unknown topic/partition gets UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED; a wrong producer id INVALID_PRODUCER_ID_MAPPING; an old epoch
 PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2); the whole-transaction error is given
-for every partition. In a cluster the coordinator answers once the Ongoing record is replicated
-(NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE for every partition when that fails); v4+ also
+for every partition. The coordinator answers once the Ongoing record is replicated
+(NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE for every partition when that fails, the state
+unchanged), and CONCURRENT_TRANSACTIONS while another change of the id is pending (not to
+verify_only, which reads the replicated state, as Kafka); v4+ also
 comes from partition leaders verifying a transactional write (AddPartitionsToTxnManager).
 """
 

@@ -9,9 +9,11 @@ v5+ is transaction version 2 (KIP-890 part 2; Kafka decides on the request versi
 every commit and abort bumps the producer epoch (a new producer id at epoch 0 when the
 epoch is exhausted) and the response carries the producer id and epoch to continue with
 (-1/-1 on error, as Kafka); a retry carries the epoch before the bump.
-In a cluster the answer follows the replication of PrepareCommit/PrepareAbort (Kafka's order);
-the markers and the Complete record follow asynchronously, and until then requests for the
-transactional id get CONCURRENT_TRANSACTIONS.
+The answer follows the replication of PrepareCommit/PrepareAbort (Kafka's order; until then
+the change is pending and the state unchanged, and if it cannot be replicated the answer is
+COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR with the transaction still Ongoing); the markers
+and the Complete record follow asynchronously, and until then requests for the transactional
+id get CONCURRENT_TRANSACTIONS.
 """
 
 from __future__ import annotations
