@@ -11,8 +11,9 @@ coordinator loads a partition's ids when this broker becomes its leader (finishi
 caught in Prepare*: a crash between PrepareCommit/PrepareAbort and the Complete record), drops
 them when it stops leading, and answers NOT_COORDINATOR for ids of partitions it does not lead.
 Kafka's pendingState: a change is *pending* from its append until its record is on the ISR
-(acks=all, min ISR met); meanwhile other requests for the id get CONCURRENT_TRANSACTIONS, and
-the in-memory state is the old one. Replicated, the change becomes the state (if this broker
+(acks=all, min ISR met), for at most the transaction's timeout (Kafka's append timeout);
+meanwhile other requests for the id get CONCURRENT_TRANSACTIONS, and the in-memory state is the
+old one. Replicated, the change becomes the state (if this broker
 still coordinates the id at the same coordinator epoch, else NOT_COORDINATOR); failed, it is
 dropped and the request that made it gets Kafka's mapping of the append error
 (NOT_LEADER_OR_FOLLOWER and storage errors: NOT_COORDINATOR; NOT_ENOUGH_REPLICAS, a timeout:
@@ -53,7 +54,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REPLICATION_TIMEOUT_MS = 30000
+# How long a tombstone's append may wait for the ISR: Kafka's request.timeout.ms default. A state
+# change waits up to its transaction's timeout (transaction.timeout.ms), as Kafka's coordinator.
+TOMBSTONE_TIMEOUT_MS = 30000
 
 
 class MarkerChannel(Protocol):
@@ -225,15 +228,16 @@ class TransactionCoordinator:
         if status is not None:  # already on the ISR (a single replica): the state at once
             self._finish(transactional_id, pending, status)
             return
-        task = asyncio.get_running_loop().create_task(self._await_replication(transactional_id, pending,
-                                                                               partition.wait_for_commit(end)))
+        timeout_ms = metadata.timeout_ms if metadata is not None else TOMBSTONE_TIMEOUT_MS
+        task = asyncio.get_running_loop().create_task(self._await_replication(
+            transactional_id, pending, partition.wait_for_commit(end), timeout_ms))
         self._waits.add(task)
         task.add_done_callback(self._waits.discard)
 
     async def _await_replication(self, transactional_id: str, pending: PendingTransition,
-                                 committed: asyncio.Future[ErrorCode]) -> None:
+                                 committed: asyncio.Future[ErrorCode], timeout_ms: int) -> None:
         try:
-            status = await asyncio.wait_for(committed, REPLICATION_TIMEOUT_MS / 1000)
+            status = await asyncio.wait_for(committed, timeout_ms / 1000)
         except TimeoutError:
             status = ErrorCode.request_timed_out
         self._finish(transactional_id, pending, status)

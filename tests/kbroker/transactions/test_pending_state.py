@@ -6,8 +6,9 @@ would send (tests/replication/cluster_harness.py), so the test decides when a st
 replicated. A change is the state only once its record is on the ISR; meanwhile another
 request for the id gets CONCURRENT_TRANSACTIONS and DescribeTransactions shows the old state;
 a record that cannot be replicated (leadership lost) leaves the old state and answers
-NOT_COORDINATOR (and, once resigned, DescribeTransactions too); one the ISR is too small to
-take is refused with COORDINATOR_NOT_AVAILABLE.
+NOT_COORDINATOR (and, once resigned, DescribeTransactions too), one not replicated within the
+transaction's timeout COORDINATOR_NOT_AVAILABLE; one the ISR is too small to take is refused
+with COORDINATOR_NOT_AVAILABLE.
 A Prepare* state's markers go out only once it is replicated.
 """
 
@@ -129,6 +130,22 @@ def test_a_change_whose_leadership_is_lost_is_dropped(tmp_path) -> None:
         assert coordinator.transactions[TXN].state is S.EMPTY  # not Ongoing: the change was never the state
         coordinator.on_leadership(0, False)
         assert refused(coordinator.describe, TXN) == ErrorCode.not_coordinator  # DescribeTransactions' answer
+
+    asyncio.run(scenario())
+
+
+def test_a_change_not_replicated_within_the_transaction_timeout_is_dropped(tmp_path) -> None:
+    """Kafka appends a state record with the transaction's timeout as the acks=all timeout."""
+    async def scenario() -> None:
+        _controller, node, coordinator, _markers = coordinator_over_a_leader(tmp_path)
+        pid, epoch = coordinator.init_producer_id(TXN, 200, -1, -1)  # transaction.timeout.ms 200
+        await followers_catch_up(node)
+        await coordinator.replicated(TXN)
+        coordinator.add_partitions(TXN, pid, epoch, [DATA])
+        with pytest.raises(KafkaError) as info:
+            await coordinator.replicated(TXN)  # no follower fetches: answered when the 200 ms are up
+        assert info.value.code == ErrorCode.coordinator_not_available
+        assert TXN not in coordinator.pending and coordinator.describe(TXN).state is S.EMPTY
 
     asyncio.run(scenario())
 
