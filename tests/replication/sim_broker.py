@@ -125,7 +125,7 @@ class Broker:
             except KafkaError as exc:
                 answer = exc
             sim.trace.append((sim.now, "alter", f"b{self.broker_id}", new_isr, f"le={leader_epoch}",
-                              f"pe={partition_epoch}", answer if isinstance(answer, KafkaError) else "ok"))
+                              f"pe={partition_epoch}", answer.code.name if isinstance(answer, KafkaError) else "ok"))
 
             def back() -> None:
                 if not future.done():

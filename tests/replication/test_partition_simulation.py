@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.replication.partition_sim import run_seeds
+from tests.replication.partition_sim import run_seed, run_seeds
 
 SEEDS = 300
 CHUNK = 50
@@ -26,3 +26,9 @@ def test_seeds_hold_every_invariant(start: int) -> None:
         pytest.fail(f"failing seeds: {seeds}\n{first.report()}\nreplay: python -m tests.replication.partition_sim "
                     f"--start {first.seed} --seeds 1", pytrace=False)
     assert result.acked > 0  # the seeds did acknowledge writes for the invariants to guard
+
+
+def test_a_seed_replays_identically() -> None:
+    """A failing seed is only useful if it fails again: one seed, run twice, takes the same steps."""
+    first, second = run_seed(7), run_seed(7)
+    assert (first.steps, first.acked, list(first.trace)) == (second.steps, second.acked, list(second.trace))
