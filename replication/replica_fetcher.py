@@ -144,7 +144,10 @@ class ReplicaFetcher:
                 response: fetch_response.FetchResponse = await client.request(
                     FETCH_KEY, FETCH_VERSION, request, timeout_s=self.settings.replica_socket_timeout_ms / 1000,
                 )
-            except ConnectionError as exc:
+            except (ConnectionError, TimeoutError) as exc:
+                # A leader that stopped answering (replica.socket.timeout.ms) is a failed link like
+                # a reset one: back off and fetch again, never end the loop (the partitions would
+                # stay out of the ISR for good).
                 log.info("%r: fetch failed: %s; backing off %d ms", self, exc, self.settings.replica_fetch_backoff_ms)
                 await asyncio.sleep(backoff_s)
                 continue

@@ -316,3 +316,40 @@ def test_new_follower_starts_at_the_leaders_log_start_offset_inside_a_batch(tmp_
             await stop_cluster(controller)
 
     asyncio.run(scenario())
+
+
+def test_a_leader_that_stops_answering_is_fetched_from_again_once_it_answers(tmp_path):
+    """A fetch that times out (replica.socket.timeout.ms) after the leader went silent — a paused
+    process — does not end the follower's fetching: once the leader answers again the follower
+    catches up and rejoins (it used to stop for good, staying out of the ISR)."""
+    async def scenario() -> None:
+        settings = replace(SETTINGS, replica_socket_timeout_ms=300)
+        controller = await start_cluster(tmp_path, [1, 2], settings)
+        silent_connections: list[asyncio.StreamWriter] = []
+
+        async def accept_and_say_nothing(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            silent_connections.append(writer)
+
+        silent = await asyncio.start_server(accept_and_say_nothing, "127.0.0.11", 0)
+        try:
+            leader = controller.nodes[1]
+            real_port = leader.port
+            leader.port = silent.sockets[0].getsockname()[1]  # the follower's next connection hangs
+            controller.create("t", [1, 2])
+            fetcher = controller.nodes[2].replica_manager.fetcher_manager.fetchers[1]
+            # Its fetch times out and it connects again: two connections to the silent leader.
+            deadline = time.monotonic() + 10
+            while len(silent_connections) < 2 and not fetcher._task.done() and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert fetcher._task is not None and not fetcher._task.done()
+            assert len(silent_connections) >= 2
+            leader.port = real_port
+            assert await produce(leader, batch(2)) == (ErrorCode.none, 0)
+            await in_sync(controller, 1, [2])
+        finally:
+            silent.close()
+            for writer in silent_connections:
+                writer.close()
+            await stop_cluster(controller)
+
+    asyncio.run(scenario())
