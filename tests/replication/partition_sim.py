@@ -242,6 +242,10 @@ class Simulation:
         self._clients()
         await settle()
         self._check()
+        for broker_id, when in list(self.restart_at.items()) if self.script is None else ():
+            # (also after the faults stop: a controlled shutdown may finish only then)
+            if when <= self.now or not self.faults:
+                self.restart(broker_id)
         if self.faults:
             self._inject_faults()
 
@@ -293,9 +297,6 @@ class Simulation:
 
     def _inject_faults(self) -> None:
         rng = self.rng
-        for broker_id, when in list(self.restart_at.items()):
-            if when <= self.now:
-                self.restart(broker_id)
         live = [b.broker_id for b in self._live()]
         if live and rng.random() < self.crash_rate:
             if rng.random() < self.shutdown_share:
@@ -342,6 +343,8 @@ class Simulation:
         self.send(broker_id, CONTROLLER, at_controller)
 
     def _stop_cleanly(self, broker: Broker) -> None:
+        # Mid-step: what it committed (and acknowledged) this step is seen before it goes.
+        self._check_replica(broker)
         for future in broker.alters:
             future.cancel()
         broker.log_manager.shutdown(broker.broker_epoch, broker.replica_manager.high_watermarks())
@@ -384,13 +387,16 @@ class Simulation:
                 if (partition := broker.partition()) is not None:
                     self.checker.mirror((broker.broker_id, broker.incarnation), partition.log)
             return
-        registration = self.registration()
         for broker in self._live():
-            partition = broker.partition()
-            if partition is not None:
-                named = registration.leader == broker.broker_id and registration.leader_epoch == partition.leader_epoch
-                self.checker.check_replica((broker.broker_id, broker.incarnation), partition, named)
+            self._check_replica(broker)
         self.checker.check_acknowledged(self.acked)
+
+    def _check_replica(self, broker: Broker) -> None:
+        registration = self.registration()
+        partition = broker.partition()
+        if partition is not None and (self.script is None or self.script.checked):
+            named = registration.leader == broker.broker_id and registration.leader_epoch == partition.leader_epoch
+            self.checker.check_replica((broker.broker_id, broker.incarnation), partition, named)
 
     def log_of(self, broker_id: int) -> list[Batch]:
         """The batches in a live broker's log now (the checker's copy, re-read where it changed)."""
