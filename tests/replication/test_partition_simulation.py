@@ -2,8 +2,8 @@
 rules) survives a fixed range of simulated seeds without a safety or liveness violation.
 
 Each seed runs three brokers on real logs and one controller through message delay, loss and
-reordering, broker crashes and restarts, and network partitions between any of them (see
-`tests/replication/partition_sim.py`). The range is sized for about 15 s of CPU on a 2-core
+reordering, broker crashes, controlled shutdowns and restarts, and network partitions between any
+of them (see `tests/replication/partition_sim.py`). The range is sized for about 15 s of CPU on a 2-core
 machine; run more with `python -m tests.replication.partition_sim`.
 """
 
