@@ -71,6 +71,7 @@ class FetchResult:
     aborted_transactions: list[AbortedTxn] = field(default_factory=list)  # read_committed only
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a diverged follower
     preferred_read_replica: int = -1  # KIP-392: the replica a consumer should fetch from instead
+    high_watermark_moved: bool = False  # to a follower: higher than the one it was last sent
 
 
 @dataclass(slots=True, frozen=True)
@@ -430,13 +431,22 @@ class ReplicaManager:
             result.records = None
         result.high_watermark = partition.high_watermark
         result.last_stable_offset = partition.last_stable_offset
+        # A follower learns the high watermark only from fetch answers: one parked without new
+        # data would leave it up to replica.fetch.wait.max.ms behind (its consumers, KIP-392,
+        # and its own start as leader would wait on it), so a moved high watermark is answered
+        # at once — the idea of KIP-1166, with the leader remembering what it last sent.
+        replica = partition.remote_replicas.get(params.replica_id)
+        if replica is not None:
+            result.high_watermark_moved = result.high_watermark > replica.high_watermark_sent
+            replica.high_watermark_sent = result.high_watermark
         return result
 
 
 def _answer_now(result: FetchResult) -> bool:
-    """A delayed fetch does not wait for data when a partition has an error, a divergence or a
-    preferred read replica to report."""
-    return bool(result.error or result.diverging_epoch or result.preferred_read_replica >= 0)
+    """A delayed fetch does not wait for data when a partition has an error, a divergence, a
+    preferred read replica or (to a follower) a high watermark it does not know yet to report."""
+    return bool(result.error or result.diverging_epoch or result.preferred_read_replica >= 0
+                or result.high_watermark_moved)
 
 
 def _id_text(topic_id: uuid.UUID) -> str:

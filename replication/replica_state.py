@@ -22,6 +22,7 @@ class ReplicaState:
     last_fetch_time_ms: int = 0
     last_caught_up_time_ms: int = 0
     broker_epoch: int = -1
+    high_watermark_sent: int = UNKNOWN_OFFSET  # in the last fetch answer read for this follower
 
     def update_fetch_state(self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int,
                            leader_end_offset: int, broker_epoch: int) -> None:
@@ -44,6 +45,7 @@ class ReplicaState:
         self.last_fetch_time_ms = 0
         self.last_caught_up_time_ms = now_ms if in_sync else 0
         self.broker_epoch = -1
+        self.high_watermark_sent = UNKNOWN_OFFSET
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, lag_time_max_ms: int) -> bool:
         return leader_end_offset == self.log_end_offset or now_ms - self.last_caught_up_time_ms <= lag_time_max_ms

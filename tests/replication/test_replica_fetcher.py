@@ -353,3 +353,25 @@ def test_a_leader_that_stops_answering_is_fetched_from_again_once_it_answers(tmp
             await stop_cluster(controller)
 
     asyncio.run(scenario())
+
+
+def test_a_follower_learns_a_moved_high_watermark_without_waiting_out_its_long_poll(tmp_path):
+    """The leader answers a follower's parked fetch when the high watermark moves past the one it
+    last sent that follower: after an acks=all write the follower's high watermark catches up
+    well before replica.fetch.wait.max.ms (10 s here) would end the long poll."""
+    async def scenario() -> None:
+        settings = replace(SETTINGS, replica_fetch_wait_max_ms=10_000)
+        controller = await start_cluster(tmp_path, [1, 2], settings)
+        try:
+            controller.create("t", [1, 2])
+            leader = controller.nodes[1]
+            follower = controller.nodes[2].partition("t")
+            for i in range(3):
+                assert await produce(leader, batch(2)) == (ErrorCode.none, 2 * i)
+                assert leader.partition("t").high_watermark == 2 * i + 2  # acks=all: committed
+                await wait_until(lambda: follower.high_watermark == leader.partition("t").high_watermark,
+                                 lambda: partitions_of(controller), timeout=5.0)
+        finally:
+            await stop_cluster(controller)
+
+    asyncio.run(scenario())
