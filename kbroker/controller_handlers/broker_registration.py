@@ -50,7 +50,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             epoch = services.controller.register_broker(
                 request.broker_id, str(request.incarnation_id), listener.host, listener.port, request.rack,
                 services.clock.wall_ms(), getattr(request, "previous_broker_epoch", -1),
-                same_process=ctx.client_host == LOCAL_HOST,
+                same_process=ctx.client_host == LOCAL_HOST, connection=ctx.connection,
             )
             await services.committed()
         except KafkaError as exc:
