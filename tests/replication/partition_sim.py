@@ -4,10 +4,10 @@ Three brokers, each a real ``ReplicaManager`` over real ``PartitionLog``s in a t
 real ``QuorumController`` (its metadata log on disk; the controller quorum itself is simulated in
 raft_sim.py) replicate one partition (replication factor 3) on a virtual clock. Everything that
 crosses the network is a message this module delivers after a random delay, or loses, or holds
-back behind a network partition (between any of the four nodes): followers' Fetch requests and
-their answers, AlterPartition, broker registration and heartbeats, and the metadata each broker
-replays (a broker process: sim_broker.py). Producers write acks=all (and some acks=1) batches to
-whichever broker believes it leads.
+back behind a network partition (between any of the four nodes) or a link dropping one way:
+followers' Fetch requests and their answers, AlterPartition, broker registration and heartbeats,
+and the metadata each broker replays (a broker process: sim_broker.py). Producers write acks=all
+(and some acks=1) batches to whichever broker believes it leads.
 
 Durability model: kbroker acknowledges after ``os.write``, so a *process* crash loses nothing
 written; a crashed broker loses its memory (partition state, fetch positions, pending acks) and
@@ -121,6 +121,8 @@ class Simulation:
         self.max_delay_ms = rng.choice((5, 20, 60))
         self.crash_rate = rng.choice((0.0, 0.003, 0.01, 0.02))
         self.partition_rate = rng.choice((0.0, 0.003, 0.01))
+        # A link that drops one direction only: requests get through, their answers are lost.
+        self.one_way_rate = rng.choice((0.0, 0.005, 0.02))
         self.crash_at_risk = rng.choice((0.0, 0.0, 0.1, 0.3))
         self.closed_seen = rng.choice((0.0, 0.5, 1.0))  # chance the controller sees a crash's reset
         self.shutdown_share = rng.choice((0.0, 0.3))  # of the brokers stopped, those stopped cleanly
@@ -128,6 +130,7 @@ class Simulation:
         self.acks_all_share = rng.choice((0.7, 1.0))
         if script is not None:
             self.loss = self.crash_rate = self.partition_rate = self.crash_at_risk = self.produce_rate = 0.0
+            self.one_way_rate = 0.0
             self.shutdown_share = 0.0
             self.max_delay_ms = 5
             self.closed_seen = 1.0
@@ -142,6 +145,7 @@ class Simulation:
         self.trace: collections.deque[tuple] = collections.deque(maxlen=600)
         self.side: dict[int, int] = dict.fromkeys((CONTROLLER, *self.broker_ids), 0)
         self.heal_at: int | None = None
+        self.one_way_heal_at: dict[tuple[int, int], int] = {}  # (source, destination) -> when it heals
         self.incarnations = dict.fromkeys(self.broker_ids, 0)
         self.brokers: dict[int, Broker | None] = {}
         self.restart_at: dict[int, int] = {}
@@ -318,6 +322,16 @@ class Simulation:
             self.trace.append((self.now, "partition", sorted(shuffled[:cut]), sorted(shuffled[cut:])))
         elif self.heal_at is not None and self.heal_at <= self.now:
             self._heal()
+        for link, when in list(self.one_way_heal_at.items()):
+            if when <= self.now:
+                del self.one_way_heal_at[link]
+                self.blocked.discard(link)
+        if rng.random() < self.one_way_rate:
+            source, destination = rng.sample(nodes, 2)
+            if (source, destination) not in self.blocked:
+                self.blocked.add((source, destination))
+                self.one_way_heal_at[(source, destination)] = self.now + rng.randint(50, 1000)
+                self.trace.append((self.now, "one-way", f"{source}->{destination} drops"))
 
     def shut_down(self, broker_id: int) -> None:
         """SIGTERM: a controlled shutdown (the controller moves leadership and ISR membership away,
@@ -376,6 +390,8 @@ class Simulation:
 
     def _heal(self) -> None:
         self.side = dict.fromkeys(self.side, 0)
+        self.blocked.difference_update(self.one_way_heal_at)
+        self.one_way_heal_at.clear()
         self.heal_at = None
         self.trace.append((self.now, "heal"))
 
