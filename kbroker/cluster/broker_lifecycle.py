@@ -127,6 +127,8 @@ class BrokerLifecycleManager:
         # the process alive after "shut down cleanly" until it was killed.
         self._stopped = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._published = False  # the image has reached the catalogue and replicas (see _publish)
+        self._publishing = asyncio.Lock()
 
     async def start(self) -> None:
         """Register, then return once the controller has unfenced this broker and the broker's
@@ -141,6 +143,7 @@ class BrokerLifecycleManager:
                 f"INCONSISTENT_CLUSTER_ID: this broker's log dirs ({', '.join(self.broker.log_dirs)}) belong to "
                 f"cluster {self.broker.cluster_id}, the controller quorum's metadata log to {self.image.cluster_id}")
         await self._register()
+        await self._publish(False)  # the replay may have passed the registration already
         self._tasks.append(loop.create_task(self._heartbeat_loop()))
         self._tasks[-1].add_done_callback(_report_failure)
         await self.unfenced.wait()
@@ -445,8 +448,21 @@ class BrokerLifecycleManager:
             self._cluster_id_known.set()
         if self.broker.cluster_id != self.image.cluster_id:
             return  # another cluster's metadata is never applied here (start() stops the broker)
+        await self._publish(applied)
+
+    async def _publish(self, applied: bool) -> None:
+        """Hand the image to the catalogue and the replicas — only once this broker has registered
+        and replayed past its own registration, as Kafka's broker publishes nothing before its
+        initial catch-up: a restarted broker would otherwise take up the leadership its previous
+        incarnation held, at the same leader epoch, with the lower high watermark of its checkpoint,
+        until the controller fenced that incarnation."""
+        if not self._published:
+            if self.broker_epoch < 0 or self.image.offset < self.broker_epoch:
+                return
+            self._published = applied = True
         if applied:
-            await self.broker.controller.sync_from_image(self.image)
+            async with self._publishing:  # start() and the replay loop may both get here
+                await self.broker.controller.sync_from_image(self.image)
 
     # --- requests for the replication layer ------------------------------------------------
 

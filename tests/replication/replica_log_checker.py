@@ -10,7 +10,7 @@ the ``fail`` callback the simulation passes in (which raises, with its trace):
 * no truncation cuts a replica's log below where it matches the committed prefix;
 * leader completeness: the leader the controller names holds every batch committed up to its
   epoch;
-* a leader's high watermark never goes backwards within its leader epoch (per broker process);
+* a leader's high watermark never goes backwards within its leader epoch (per broker, across restarts);
 * log matching: never two different batches at one (leader epoch, base offset), in any log.
 """
 
@@ -119,7 +119,7 @@ class ReplicaLogChecker:
             self.fail(f"b{key[0]} high watermark {hw} beyond its log end {partition.log_end_offset}")
         self._check_committed_prefix(key, mirror, hw, partition.leader_epoch if partition.is_leader else -1)
         if partition.is_leader:
-            hw_key = (*key, partition.leader_epoch)
+            hw_key = (key[0], partition.leader_epoch)  # per broker: a restart must not lower it either
             if hw < self.leader_hw.get(hw_key, 0):
                 self.fail(f"b{key[0]} leading epoch {partition.leader_epoch} moved its high watermark back "
                           f"from {self.leader_hw[hw_key]} to {hw}")

@@ -65,6 +65,7 @@ class Broker:
             SIM_SETTINGS, run_fetch_loops=False)
         self.broker_epoch = -1
         self.metadata_offset = -1
+        self.published = False  # partition metadata applied (after the registration, see replay)
         self.brokers_view: dict[int, tuple[int, bool]] = {}  # broker id -> (epoch, fenced), as replayed
         self.register_due = 0
         self.heartbeat_due = 0
@@ -183,10 +184,15 @@ class Broker:
 
         def replay() -> None:
             self.metadata_due = sim.now + TICK_MS
-            if offset <= self.metadata_offset:
+            if offset <= self.metadata_offset and self.published:
                 return  # an older answer overtaken by a newer one
-            self.metadata_offset = offset
+            self.metadata_offset = max(self.metadata_offset, offset)
             self.brokers_view = view
+            # As broker_lifecycle: replicas follow the metadata only once this incarnation has
+            # registered and replayed past its own registration.
+            if self.broker_epoch < 0 or self.metadata_offset < self.broker_epoch:
+                return
+            self.published = True
             partition = self.partition()
             before = (partition.leader_id, partition.leader_epoch) if partition is not None else None
             self.replica_manager.apply_partition(TOPIC, 0, sim.topic_id, registration)
