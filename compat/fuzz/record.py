@@ -51,6 +51,9 @@ TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
 LEADER_ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
 LOG_DIRS_TOOL = "org.apache.kafka.tools.LogDirsCommand"
 REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
+FEATURES_TOOL = "org.apache.kafka.tools.FeatureCommand"
+CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
 
 
 class RecordingProxy:
@@ -302,6 +305,11 @@ def java_cli_extras(client: JavaCliClient) -> list[tuple[str, Callable[[], Any]]
             REASSIGN_TOOL, "--execute", "--reassignment-json-file", str(reassignment))),
         ("kafka-consumer-groups describe", lambda: client.consumer_groups(
             "--describe", "--group", f"{world.GROUP_PREFIX}java-consumer")),
+        ("kafka-metadata-quorum describe", lambda: client.run(QUORUM_TOOL, "describe", "--status")),
+        ("kafka-features describe", lambda: client.run(FEATURES_TOOL, "describe")),
+        ("kafka-features downgrade --dry-run", lambda: client.run(
+            FEATURES_TOOL, "downgrade", "--feature", "transaction.version=1", "--dry-run")),
+        ("kafka-cluster unregister", lambda: client.run(CLUSTER_TOOL, "--id", "99", command=("unregister",))),
     ]
 
 
