@@ -102,6 +102,7 @@ class ReplicaManager:
         self.settings = ReplicationSettings()
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self._isr_task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     # --- cluster mode ---------------------------------------------------------------------
 
@@ -127,6 +128,9 @@ class ReplicaManager:
             self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration_loop())
 
     async def stop(self) -> None:
+        # Metadata replayed while the broker shuts down must not start a fetcher that nobody
+        # stops (its loop kept a stopped broker's process alive).
+        self._stopped = True
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
@@ -179,7 +183,7 @@ class ReplicaManager:
                 self.fetcher_manager.remove_partition(topic, index)
             partition.become_leader(registration, self.clock.wall_ms())
             return
-        if partition.become_follower(registration) and self.fetcher_manager is not None:
+        if partition.become_follower(registration) and self.fetcher_manager is not None and not self._stopped:
             if registration.leader >= 0:
                 self.fetcher_manager.add_partition(partition, registration.leader)  # moves it if needed
             else:

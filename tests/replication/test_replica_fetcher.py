@@ -375,3 +375,19 @@ def test_a_follower_learns_a_moved_high_watermark_without_waiting_out_its_long_p
             await stop_cluster(controller)
 
     asyncio.run(scenario())
+
+
+def test_a_stopped_replica_manager_starts_no_fetcher(tmp_path):
+    """Metadata replayed while a broker shuts down (after its ReplicaManager stopped) must not
+    start a fetcher nobody stops: such a loop kept a stopped broker's process alive."""
+    async def scenario() -> None:
+        controller = await start_cluster(tmp_path, [1, 2], SETTINGS)
+        try:
+            await controller.nodes[2].replica_manager.stop()
+            controller.create("t", [1, 2])  # node 2 becomes a follower of node 1
+            manager = controller.nodes[2].replica_manager.fetcher_manager
+            assert manager is not None and manager.fetchers == {} and manager.leader_of("t", 0) is None
+        finally:
+            await stop_cluster(controller)
+
+    asyncio.run(scenario())
