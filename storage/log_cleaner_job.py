@@ -333,7 +333,7 @@ def _write_indexes(cleaned: CleanedGroup, index_path: str, time_path: str, inter
     for position, size, last_offset, batch_max_ts in cleaned.batches:
         if batch_max_ts > max_ts:
             max_ts, offset_of_max = batch_max_ts, last_offset
-        if since_entry >= interval or not offsets.offsets:
+        if since_entry > interval:
             offsets.append(last_offset, position)
             times.maybe_append(max_ts, offset_of_max)
             since_entry = 0

@@ -3,17 +3,21 @@
 On-disk format, as Kafka's: 8-byte entries ``relative_offset int32, position int32`` where
 ``relative_offset = last offset of a batch - segment base offset`` and ``position`` is where
 that batch starts. Entries are strictly increasing in both fields. An entry is added at most
-every ``index.interval.bytes`` of log.
+every ``index.interval.bytes`` of log: for the first batch that starts more than that many
+bytes after the last indexed batch's start (never for the segment's first batch).
 
 The whole index lives in memory. The file is written only by ``persist`` (when the segment
 rolls, at flush and at close), so an index holds no file descriptor and costs no system call
 per append; after a crash recovery rebuilds it from the log, so it never needs to be durable
-on its own. A non-empty segment whose index file is empty is recovered rather than trusted.
+on its own. A segment smaller than ``index.interval.bytes`` has no entry (Kafka's rule), so an
+empty index file is valid; a non-empty segment whose index file is missing is recovered rather
+than trusted.
 """
 
 from __future__ import annotations
 
 import bisect
+import os
 import struct
 
 from .index_file import IndexFile
@@ -46,7 +50,7 @@ class OffsetIndex:
             positions.append(pos)
         self.offsets, self.positions = offsets, positions
         self._file.persisted = len(offsets)
-        return usable == len(raw) and (bool(offsets) or log_size == 0)
+        return usable == len(raw) and (bool(offsets) or log_size == 0 or os.path.exists(self.path))
 
     def append(self, last_offset: int, position: int) -> None:
         self.offsets.append(last_offset)

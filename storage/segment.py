@@ -293,7 +293,10 @@ class LogSegment:
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
             self.offset_of_max_timestamp = last_offset
-        if self.bytes_since_index_entry >= self.index_interval_bytes or not self.offset_index.offsets:
+        # Kafka's LogSegment rule: an entry only once more than index.interval.bytes have been
+        # appended since the last one (so never for a segment's first batch), pointing at the
+        # batch that passes the mark.
+        if self.bytes_since_index_entry > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_index_entry = 0
@@ -387,7 +390,7 @@ class LogSegment:
             if batch.max_timestamp > self.max_timestamp:
                 self.max_timestamp = batch.max_timestamp
                 self.offset_of_max_timestamp = batch.last_offset
-        self.bytes_since_index_entry = self.index_interval_bytes
+        self.bytes_since_index_entry = 0  # as Kafka's truncateTo: counting starts again
 
     @property
     def is_empty(self) -> bool:
