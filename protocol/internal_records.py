@@ -8,7 +8,8 @@ A null value is a tombstone in both topics; these functions see only non-null va
 
 ``__consumer_offsets`` keys start with an int16 that tells the record type:
 
-- 0, 1 OffsetCommitKey (group, topic, partition); value OffsetCommitValue, written as v3
+- 0, 1 OffsetCommitKey (group, topic, partition); value OffsetCommitValue, written as v4 (flexible,
+  the topic id in tagged field 0 when the commit named one) as Kafka 4.3 writes it, read v0-4
 - 2 GroupMetadataKey (group); value GroupMetadataValue, written as v3, read v0-3
 - 3 ConsumerGroupMetadata (group); value group epoch
 - 5 ConsumerGroupMemberMetadata (group, member); value instance/rack/client id, client host,
@@ -23,10 +24,11 @@ Consumer group values are the flexible encoding at version 0, as Kafka 4.3 write
 (partition metadata, deprecated by Kafka 4.1) and 16 (resolved regexes) are not written; their
 keys decode to None, as unknown tagged fields are skipped, so a Kafka-written log replays.
 
-``__transaction_state``: TransactionLogKey v0 (transactional id) and TransactionLogValue v0, or
-v1 (flexible) once an id is used with transaction version 2, whose tagged fields
-PreviousProducerId (0), NextProducerId (1) and ClientTransactionVersion (2) are present only
-when not their defaults (-1, -1, 0).
+``__transaction_state``: TransactionLogKey v0 (transactional id) and TransactionLogValue v1
+(flexible), as Kafka 4.3 writes it with transaction.version 1 or 2 finalized (the default):
+tagged fields PreviousProducerId (0), NextProducerId (1) and ClientTransactionVersion (2) are
+present only when not their defaults (-1, -1, 0). v0 (Kafka before transaction version 1) is
+still read.
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ def _no_tags(w: Writer) -> Writer:
 # ----- __consumer_offsets: offset commits --------------------------------------------------------
 
 OFFSET_COMMIT_KEY_VERSION = 1
-OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION = 4
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
 
@@ -201,6 +203,7 @@ class OffsetCommitValue:
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    topic_id: UUID | None = None  # the id an OffsetCommit v10+ named the topic by (v4 only)
 
 
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
@@ -217,16 +220,31 @@ def decode_offset_commit_key(key: bytes) -> OffsetCommitKey | None:
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
-    """OffsetCommitValue v3: offset, leader epoch, metadata, commit timestamp."""
-    return bytes(Writer().int16(OFFSET_COMMIT_VALUE_VERSION).int64(value.offset).int32(value.leader_epoch)
-                 .string(value.metadata).int64(value.commit_timestamp))
+    """OffsetCommitValue v4: offset, leader epoch, compact metadata, commit timestamp, and the
+    topic id as tagged field 0 when there is one (Kafka leaves out a zero id)."""
+    w = (Writer().int16(OFFSET_COMMIT_VALUE_VERSION).int64(value.offset).int32(value.leader_epoch)
+         .compact_string(value.metadata).int64(value.commit_timestamp))
+    tags = [(0, value.topic_id.bytes)] if value.topic_id is not None and value.topic_id.int else []
+    return bytes(w.tagged_fields(tags))
 
 
 def decode_offset_commit_value(value: bytes) -> OffsetCommitValue:
-    """OffsetCommitValue v3 (kbroker writes only v3)."""
+    """OffsetCommitValue v0-4: v1 adds an expire timestamp (dropped again in v2, ignored
+    here), v3 the leader epoch (-1 before), v4 is flexible with the topic id as tag 0."""
     r = Reader(value)
-    r.int16()
-    return OffsetCommitValue(r.int64(), r.int32(), r.string() or "", r.int64())
+    version = r.int16()
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = (r.compact_string() if version >= 4 else r.string()) or ""
+    commit_timestamp = r.int64()
+    if version == 1:
+        r.int64()  # expire timestamp: kbroker applies offsets.retention.minutes instead
+    topic_id = None
+    if version >= 4:
+        tag = r.tagged_fields().get(0)
+        if tag is not None:
+            topic_id = tag.uuid()
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp, topic_id)
 
 
 # ----- __consumer_offsets: classic group metadata ------------------------------------------------
@@ -458,11 +476,6 @@ class TransactionLogValue:
     next_producer_id: int = -1
     client_transaction_version: int = 0
 
-    @property
-    def flexible(self) -> bool:
-        """Whether it needs v1: only v1 carries the transaction version 2 fields."""
-        return (self.previous_producer_id, self.next_producer_id, self.client_transaction_version) != (-1, -1, 0)
-
 
 def encode_transaction_key(transactional_id: str) -> bytes:
     return bytes(Writer().int16(0).string(transactional_id))
@@ -474,19 +487,15 @@ def decode_transaction_key(key: bytes) -> str:
     return r.string() or ""
 
 
+TRANSACTION_VALUE_VERSION = 1
+
+
 def encode_transaction_value(m: TransactionLogValue) -> bytes:
-    flexible = m.flexible
-    w = Writer().fixed(">hqhib", int(flexible), m.producer_id, m.producer_epoch, m.timeout_ms, m.state)
+    """TransactionLogValue v1 (Kafka 4.3's with transaction.version >= 1, whatever the client's)."""
+    w = Writer().fixed(">hqhib", TRANSACTION_VALUE_VERSION, m.producer_id, m.producer_epoch, m.timeout_ms, m.state)
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(m.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    if not flexible:
-        w.int32(len(by_topic))
-        for topic, parts in by_topic.items():
-            w.string(topic).int32(len(parts))
-            for p in parts:
-                w.int32(p)
-        return bytes(w.int64(m.last_update_ms).int64(m.start_ms))
     w.compact_count(len(by_topic))
     for topic, parts in by_topic.items():
         w.compact_string(topic).compact_count(len(parts))

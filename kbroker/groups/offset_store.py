@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.internal_records import (
@@ -51,6 +52,7 @@ class OffsetAndMetadata:
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    topic_id: UUID | None = None  # kept in the record when an OffsetCommit v10+ named the topic by id
 
 
 def encode_key(group: str, topic: str, partition: int) -> bytes:
@@ -58,7 +60,8 @@ def encode_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def encode_value(o: OffsetAndMetadata) -> bytes:
-    return encode_offset_commit_value(OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp))
+    return encode_offset_commit_value(OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp,
+                                                        o.topic_id))
 
 
 def decode(key: bytes, value: bytes | None) -> tuple[str, str, int, OffsetAndMetadata | None] | None:
@@ -70,7 +73,8 @@ def decode(key: bytes, value: bytes | None) -> tuple[str, str, int, OffsetAndMet
     if value is None:
         return k.group, k.topic, k.partition, None
     v = decode_offset_commit_value(value)
-    return k.group, k.topic, k.partition, OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+    return k.group, k.topic, k.partition, OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                                                            v.topic_id)
 
 
 Offsets = dict[tuple[str, int], OffsetAndMetadata]
@@ -83,7 +87,7 @@ class OffsetStore:
     transactional offset record is resolved by its marker; ``pending[producer_id]`` holds the
     offsets of a transaction not yet ended — invisible until its COMMIT marker is written
     (``complete_transaction``), dropped on ABORT. Records use Kafka's OffsetCommitKey v1 /
-    OffsetCommitValue v3 layout, so the log is readable as Kafka's.
+    OffsetCommitValue v4 layout, so the log is readable as Kafka's.
     """
 
     def __init__(self, controller: ForwardingController, replica_manager: ReplicaManager, num_partitions: int,

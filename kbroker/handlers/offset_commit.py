@@ -40,11 +40,23 @@ def topic_names_by_id(ctx: RequestContext[Services]) -> dict[object, str]:
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     services = ctx.services
+    topics_known = services.catalogue.topics
     by_id = topic_names_by_id(ctx) if ctx.api_version >= 10 else {}
+    errors: dict[tuple[int, int], ErrorCode] = {}
+    known: list[tuple[int, int, str]] = []  # (topic index, partition index, topic name) of existing partitions
+    for ti, topic in enumerate(request.topics):
+        name = by_id.get(topic.topic_id) if ctx.api_version >= 10 else topic.name
+        for pi, p in enumerate(topic.partitions):
+            if name is None:
+                errors[ti, pi] = ErrorCode.unknown_topic_id
+            elif name not in topics_known or not 0 <= p.partition_index < topics_known[name].partitions:
+                errors[ti, pi] = ErrorCode.unknown_topic_or_partition
+            else:
+                known.append((ti, pi, name))
+    # As Kafka's KafkaApis: unknown partitions are answered first, and a request left with none
+    # is answered without reaching the group coordinator (no group check, no simple group made).
     group_error = ErrorCode.none
-    if not request.group_id:
-        group_error = ErrorCode.invalid_group_id
-    else:
+    if known:
         try:
             services.classic_groups.validate_commit(
                 request.group_id, request.generation_id_or_member_epoch, request.member_id,
@@ -53,24 +65,20 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             group_error = exc.code
     max_metadata = services.settings.offset_metadata_max_bytes
     now_ms = services.clock.wall_ms()
-    errors: dict[tuple[int, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for ti, topic in enumerate(request.topics):
-        name = by_id.get(topic.topic_id) if ctx.api_version >= 10 else topic.name
-        for pi, p in enumerate(topic.partitions):
-            metadata = p.committed_metadata or ""
-            if group_error:
-                errors[ti, pi] = group_error
-            elif name is None:
-                errors[ti, pi] = ErrorCode.unknown_topic_id
-            elif name not in services.catalogue.topics:
-                errors[ti, pi] = ErrorCode.unknown_topic_or_partition
-            elif len(metadata.encode()) > max_metadata:
-                errors[ti, pi] = ErrorCode.offset_metadata_too_large
-            else:
-                errors[ti, pi] = ErrorCode.none
-                offsets[(name, p.partition_index)] = OffsetAndMetadata(
-                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now_ms)
+    for ti, pi, name in known:
+        topic = request.topics[ti]
+        p = topic.partitions[pi]
+        metadata = p.committed_metadata or ""
+        if group_error:
+            errors[ti, pi] = group_error
+        elif len(metadata.encode()) > max_metadata:
+            errors[ti, pi] = ErrorCode.offset_metadata_too_large
+        else:
+            errors[ti, pi] = ErrorCode.none
+            offsets[(name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now_ms,
+                topic.topic_id if ctx.api_version >= 10 else None)
     if offsets:
         try:
             services.classic_groups.commit(request.group_id, offsets)

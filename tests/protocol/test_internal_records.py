@@ -19,11 +19,30 @@ def test_offset_commit_key_and_value_layout() -> None:
     assert ir.decode_offset_commit_key(ir.encode_offset_commit_key(key)) == key
     value = ir.OffsetCommitValue(5, 2, "m", 7)
     encoded = ir.encode_offset_commit_value(value)
-    assert encoded.hex() == "0003" "0000000000000005" "00000002" "00016d" "0000000000000007"
+    # v4 as Kafka 4.3.1 writes it: compact metadata, no tagged field without a topic id
+    assert encoded.hex() == "0004" "0000000000000005" "00000002" "026d" "0000000000000007" "00"
     assert ir.decode_offset_commit_value(encoded) == value
     # a v0 key has the same layout; a group metadata key (version 2) is not an offset commit
     assert ir.decode_offset_commit_key(bytes.fromhex("0000000167000174" "00000003")) == ir.OffsetCommitKey("g", "t", 3)
     assert ir.decode_offset_commit_key(ir.encode_group_metadata_key("g")) is None
+
+
+def test_offset_commit_value_v4_carries_the_topic_id_as_tag_0() -> None:
+    value = ir.OffsetCommitValue(5, -1, "", 7, T)
+    encoded = ir.encode_offset_commit_value(value)
+    assert encoded.hex() == "0004" "0000000000000005" "ffffffff" "01" "0000000000000007" "01" "00" "10" + T.bytes.hex()
+    assert ir.decode_offset_commit_value(encoded) == value
+    # a zero id is left out, as Kafka leaves out Uuid.ZERO_UUID
+    assert ir.encode_offset_commit_value(ir.OffsetCommitValue(5, -1, "", 7, uuid.UUID(int=0))).hex().endswith("00")
+
+
+def test_offset_commit_values_of_every_older_version_are_read() -> None:
+    v0 = "0000" "0000000000000005" "00016d" "0000000000000007"
+    v1 = "0001" "0000000000000005" "00016d" "0000000000000007" "0000000000000009"  # + expire timestamp
+    v2 = "0002" "0000000000000005" "00016d" "0000000000000007"
+    v3 = "0003" "0000000000000005" "00000002" "00016d" "0000000000000007"
+    for raw, epoch in ((v0, -1), (v1, -1), (v2, -1), (v3, 2)):
+        assert ir.decode_offset_commit_value(bytes.fromhex(raw)) == ir.OffsetCommitValue(5, epoch, "m", 7)
 
 
 GROUP_VALUE_HEX = (
@@ -101,15 +120,20 @@ def test_consumer_assignments_layout() -> None:
     assert ir.encode_consumer_target_member({T: set()}).hex() == "0000" "01" "00"  # empty topics left out
 
 
-def test_transaction_log_key_and_value_v0_layout() -> None:
+def test_transaction_log_key_v0_and_value_v1_layout_and_v0_still_read() -> None:
     assert ir.encode_transaction_key("tx").hex() == "0000" "00027478"
     assert ir.decode_transaction_key(ir.encode_transaction_key("tx")) == "tx"
     value = ir.TransactionLogValue(1000, 3, 60000, 1, {("t", 0), ("t", 1), ("u", 2)}, 111, 99)
     encoded = ir.encode_transaction_value(value)
+    # v1 even for a transaction version 0/1 client, as Kafka 4.3.1 writes it: no tags at the defaults
     assert encoded.hex() == (
+        "0001" "00000000000003e8" "0003" "0000ea60" "01" "03" "0274" "03" "00000000" "00000001" "00"
+        "0275" "02" "00000002" "00" "000000000000006f" "0000000000000063" "00")
+    assert ir.decode_transaction_value(encoded) == value
+    v0 = bytes.fromhex(
         "0000" "00000000000003e8" "0003" "0000ea60" "01" "00000002" "000174" "00000002" "00000000" "00000001"
         "000175" "00000001" "00000002" "000000000000006f" "0000000000000063")
-    assert ir.decode_transaction_value(encoded) == value
+    assert ir.decode_transaction_value(v0) == value
 
 
 def test_transaction_log_value_v1_carries_the_transaction_version_2_fields_as_tags() -> None:
