@@ -1,173 +1,38 @@
 """Broker configuration: Kafka's server.properties keys, defaults, parsing and validation.
 
 ``KafkaConfig.load`` reads a Java-properties file, applies ``--override key=value`` on top,
-and rejects unknown keys and malformed values with a message naming the key and its source.
-Keys that Kafka has but kbroker does not act on are accepted (so a real Kafka
-``server.properties`` starts) and listed at start-up as ignored.
+and checks each value as Kafka 4.3.1 does (``broker_catalogue``: every key Kafka's broker and
+controller define, with Kafka's messages), naming the key and its source (file and line, or
+``--override``). Keys that Kafka has but kbroker does not act on are accepted (so a real Kafka
+``server.properties`` starts) and listed once at start-up as not acted on yet. A key Kafka does
+not define either is refused: most likely a typo.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from kbroker.config.broker_catalogue import BROKER_CONFIGS, InvalidValue, check_value
 from kbroker.network.connection_quotas import parse_per_ip_overrides
-from kbroker.storage.log_config import ConfigSource, ConfigType
+from kbroker.storage.log_config import ConfigSource
 
 
 class ConfigError(Exception):
     """A bad broker configuration; the CLI prints it and exits with status 2."""
 
 
-@dataclass(slots=True, frozen=True)
-class BrokerConfigDef:
-    name: str
-    type: ConfigType
-    default: str | None
-    read_only: bool = True
-    implemented: bool = True
-
-
-_B, _S, _I, _L, _LS, _D = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
-                           ConfigType.LIST, ConfigType.DOUBLE)
-
-
-def _defs(implemented: bool, *rows: tuple) -> list[BrokerConfigDef]:
-    return [BrokerConfigDef(r[0], r[1], r[2], r[3] if len(r) > 3 else True, implemented) for r in rows]
-
-
-BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
-    d.name: d
-    for d in _defs(
-        True,
-        ("listeners", _LS, "PLAINTEXT://localhost:9092", False),
-        ("advertised.listeners", _LS, None),
-        ("log.dirs", _LS, None),
-        ("log.dir", _LS, "./kbroker-data"),
-        ("node.id", _I, "1"),
-        ("broker.id", _I, "-1"),
-        ("process.roles", _LS, "broker,controller"),
-        ("num.partitions", _I, "1"),
-        ("default.replication.factor", _I, "1"),
-        ("auto.create.topics.enable", _B, "true"),
-        ("delete.topic.enable", _B, "true"),
-        ("message.max.bytes", _I, "1048588", False),
-        ("log.segment.bytes", _I, "1073741824", False),
-        ("log.roll.ms", _L, None, False),
-        ("log.roll.hours", _I, "168"),
-        ("log.roll.jitter.ms", _L, None, False),
-        ("log.roll.jitter.hours", _I, "0"),
-        ("log.retention.ms", _L, None, False),
-        ("log.retention.minutes", _I, None),
-        ("log.retention.hours", _I, "168"),
-        ("log.retention.bytes", _L, "-1", False),
-        ("log.retention.check.interval.ms", _L, "300000"),
-        ("log.cleanup.policy", _LS, "delete", False),
-        ("log.index.interval.bytes", _I, "4096", False),
-        ("log.index.size.max.bytes", _I, "10485760", False),
-        ("log.flush.interval.messages", _L, "9223372036854775807", False),
-        ("log.flush.interval.ms", _L, None, False),
-        ("log.flush.scheduler.interval.ms", _L, "9223372036854775807"),
-        ("log.flush.offset.checkpoint.interval.ms", _I, "60000"),
-        ("log.message.timestamp.type", _S, "CreateTime", False),
-        ("log.message.timestamp.before.max.ms", _L, "9223372036854775807", False),
-        ("log.message.timestamp.after.max.ms", _L, "3600000", False),
-        ("socket.request.max.bytes", _I, "104857600"),
-        # kbroker/network/socket_server.py: connection limits and the request memory pool
-        ("max.connections", _I, "2147483647", False),
-        ("max.connections.per.ip", _I, "2147483647", False),
-        ("max.connections.per.ip.overrides", _S, "", False),
-        ("connections.max.idle.ms", _L, "600000"),
-        ("queued.max.request.bytes", _L, "-1"),
-        ("min.insync.replicas", _I, "1", False),
-        ("unclean.leader.election.enable", _B, "false", False),
-        ("compression.type", _S, "producer", False),
-        ("compression.gzip.level", _I, "-1", False),
-        ("compression.lz4.level", _I, "9", False),
-        ("compression.zstd.level", _I, "3", False),
-        ("log.preallocate", _B, "false", False),
-        ("log.segment.delete.delay.ms", _L, "60000", False),
-        ("log.cleaner.delete.retention.ms", _L, "86400000", False),
-        ("log.cleaner.min.compaction.lag.ms", _L, "0", False),
-        ("log.cleaner.max.compaction.lag.ms", _L, "9223372036854775807", False),
-        ("log.cleaner.min.cleanable.ratio", _D, "0.5", False),
-        ("log.cleaner.enable", _B, "true"),
-        ("log.cleaner.backoff.ms", _L, "15000", False),
-        ("log.local.retention.ms", _L, "-2", False),
-        ("log.local.retention.bytes", _L, "-2", False),
-        ("producer.id.expiration.ms", _I, "86400000", False),
-        ("producer.id.expiration.check.interval.ms", _I, "600000"),
-        ("transaction.state.log.num.partitions", _I, "50"),
-        ("offsets.topic.num.partitions", _I, "50"),
-        ("offsets.topic.replication.factor", _I, "3"),  # 1 on an implicit single node (SINGLE_NODE_DEFAULTS)
-        ("transaction.state.log.replication.factor", _I, "3"),  # as above
-        ("transaction.state.log.min.isr", _I, "2"),
-        ("group.initial.rebalance.delay.ms", _I, "3000"),
-        ("group.min.session.timeout.ms", _I, "6000"),
-        ("group.max.session.timeout.ms", _I, "1800000"),
-        ("group.max.size", _I, "2147483647"),
-        # KIP-848 consumer groups (kbroker/groups/consumer_coordinator.py)
-        ("group.consumer.session.timeout.ms", _I, "45000"),
-        ("group.consumer.heartbeat.interval.ms", _I, "5000"),
-        ("group.consumer.max.size", _I, "2147483647"),
-        ("group.consumer.assignors", _LS, "uniform,range"),
-        ("group.consumer.migration.policy", _S, "bidirectional"),
-        ("offsets.retention.minutes", _I, "10080"),
-        ("offsets.retention.check.interval.ms", _L, "600000"),
-        ("offset.metadata.max.bytes", _I, "4096"),
-        ("transaction.state.log.segment.bytes", _I, "104857600"),
-        ("transaction.max.timeout.ms", _I, "900000"),
-        ("transactional.id.expiration.ms", _I, "604800000"),
-        ("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, "10000"),
-        ("transaction.remove.expired.transaction.cleanup.interval.ms", _I, "3600000"),
-        # Cluster mode (replication/, kbroker/node/controller_node.py, kbroker/cluster/broker_lifecycle.py)
-        ("controller.quorum.voters", _LS, ""),
-        ("controller.listener.names", _S, None),
-        ("inter.broker.listener.name", _S, None),
-        ("broker.rack", _S, None),
-        ("metadata.log.dir", _S, None),
-        # Controller snapshots and the metadata log's segments (replication/quorum/metadata_snapshot.py)
-        ("metadata.log.max.record.bytes.between.snapshots", _L, "20971520"),
-        ("metadata.log.max.snapshot.interval.ms", _L, "3600000"),
-        ("metadata.log.segment.bytes", _I, "1073741824"),
-        ("metadata.log.segment.ms", _L, "604800000"),
-        ("broker.session.timeout.ms", _I, "9000"),
-        ("broker.heartbeat.interval.ms", _I, "2000"),
-        # kbroker's own: a broker whose heartbeat connection its side closed (a crash) and that is
-        # not heard from again within this grace is fenced then (replication/quorum/broker_sessions.py)
-        ("kbroker.broker.disconnect.fence.ms", _I, "1000"),
-        ("replica.lag.time.max.ms", _L, "30000"),
-        ("replica.high.watermark.checkpoint.interval.ms", _L, "5000"),
-        ("replica.fetch.wait.max.ms", _I, "500"),
-        ("replica.fetch.min.bytes", _I, "1"),
-        ("replica.fetch.max.bytes", _I, "1048576"),
-        ("replica.fetch.response.max.bytes", _I, "10485760"),
-        ("replica.fetch.backoff.ms", _I, "1000"),
-        ("replica.socket.timeout.ms", _I, "30000"),
-        ("controller.quorum.election.timeout.ms", _I, "1000"),
-        ("controller.quorum.fetch.timeout.ms", _I, "2000"),
-        ("controller.quorum.request.timeout.ms", _I, "2000"),
-        ("controller.quorum.retry.backoff.ms", _I, "20"),
-        ("replica.selector.class", _S, None),
-        ("auto.leader.rebalance.enable", _B, "true"),
-        ("leader.imbalance.check.interval.seconds", _L, "300"),
-        ("leader.imbalance.per.broker.percentage", _I, "10"),
-    )
-    + _defs(
-        False,  # Kafka keys accepted so real server.properties files start; no effect yet
-        ("controller.quorum.bootstrap.servers", _LS, ""),
-        ("listener.security.protocol.map", _S, None),
-        ("num.network.threads", _I, "3", False),
-        ("num.io.threads", _I, "8", False),
-        ("socket.send.buffer.bytes", _I, "102400"),
-        ("socket.receive.buffer.bytes", _I, "102400"),
-        ("num.recovery.threads.per.data.dir", _I, "2", False),
-        ("share.coordinator.state.topic.replication.factor", _I, "3"),
-        ("share.coordinator.state.topic.min.isr", _I, "2"),
-        ("log.cleaner.threads", _I, "1", False),
-    )
+# Where kbroker's defaults differ from Kafka's: a zero-configuration single node on localhost
+# (Kafka requires node.id and process.roles, and listens on every interface by default).
+KBROKER_DEFAULTS = {
+    "listeners": "PLAINTEXT://localhost:9092",
+    "log.dir": "./kbroker-data",
+    "node.id": "1",
+    "process.roles": "broker,controller",
 }
+# Per-listener keys (``listener.name.<listener>.<key>``) configure a listener's security and
+# plugins; Kafka accepts them outside its ConfigDef, and so does kbroker (not acted on yet).
+LISTENER_PREFIX = "listener.name."
 
 
 def parse_properties(text: str) -> list[tuple[int, str, str]]:
@@ -253,7 +118,10 @@ class KafkaConfig:
     def _default(self, key: str) -> str | None:
         if self.implicit_single_node and key in SINGLE_NODE_DEFAULTS:
             return SINGLE_NODE_DEFAULTS[key]
-        return BROKER_CONFIGS[key].default
+        if key in KBROKER_DEFAULTS:
+            return KBROKER_DEFAULTS[key]
+        definition = BROKER_CONFIGS.get(key)
+        return definition.default if definition is not None else None
 
     def get_int(self, key: str) -> int:
         return int(self.get(key) or 0)
@@ -262,11 +130,17 @@ class KafkaConfig:
         return (self.get(key) or "false").lower() == "true"
 
     def layers(self, key: str) -> list[tuple[str, ConfigSource]]:
-        """The static value (server.properties / --override) and the built-in default, if any."""
+        """The static value (server.properties / --override) and the built-in default, if any.
+        ``broker.id`` is static with node.id's value when not set, as Kafka copies node.id to it."""
         out: list[tuple[str, ConfigSource]] = []
         if key in self.explicit:
             out.append((self.explicit[key], ConfigSource.STATIC_BROKER_CONFIG))
-        default = self._default(key) if key in BROKER_CONFIGS else None
+        elif key == "broker.id":
+            out.append((str(self.node_id), ConfigSource.STATIC_BROKER_CONFIG))
+        # A key Kafka requires (node.id, process.roles, ...) has no default layer once it is set.
+        definition = BROKER_CONFIGS.get(key)
+        required_and_set = definition is not None and definition.required and key in self.explicit
+        default = self._default(key) if definition is not None and not required_and_set else None
         if default is not None:
             out.append((default, ConfigSource.DEFAULT_CONFIG))
         return out
@@ -333,7 +207,8 @@ class KafkaConfig:
             )
 
     def ignored_keys(self) -> list[str]:
-        return sorted(k for k in self.explicit if not BROKER_CONFIGS[k].implemented)
+        """The keys set here that kbroker accepts but does not act on yet."""
+        return sorted(k for k in self.explicit if k not in BROKER_CONFIGS or not BROKER_CONFIGS[k].acted_on)
 
 
 def parse_listeners(raw: str, key: str) -> list[tuple[str, str, int]]:
@@ -353,35 +228,17 @@ def parse_listeners(raw: str, key: str) -> list[tuple[str, str, int]]:
 
 
 def _validate(key: str, value: str, source: str) -> None:
+    """Kafka's ConfigDef checks (type, range, valid values), with Kafka's message and the source;
+    then kbroker's checks of the values it parses further."""
     definition = BROKER_CONFIGS.get(key)
     if definition is None:
+        if key.startswith(LISTENER_PREFIX):
+            return
         raise ConfigError(f"unknown configuration key '{key}' (from {source})")
     try:
-        if definition.type in (ConfigType.INT, ConfigType.LONG):
-            number = int(value)
-            bits = 31 if definition.type == ConfigType.INT else 63
-            if not -(2**bits) <= number < 2**bits:
-                raise ValueError
-        elif definition.type == ConfigType.DOUBLE:
-            float(value)
-        elif definition.type == ConfigType.BOOLEAN and value.lower() not in ("true", "false"):
-            raise ValueError
-    except ValueError:
-        kind = definition.type.name
-        raise ConfigError(
-            f"invalid value '{value}' for configuration key '{key}' (from {source}): expected {kind}"
-        ) from None
-    if key == "controller.quorum.voters":
-        for item in (part.strip() for part in value.split(",")):
-            node, at, address = item.partition("@")
-            _host, colon, port = address.rpartition(":")
-            if item and (not at or not colon or not node.isdigit() or not port.isdigit()):
-                raise ConfigError(
-                    f"invalid value '{value}' for configuration key '{key}' (from {source}): "
-                    "expected id@host:port,..."
-                )
-    if key in ("max.connections", "max.connections.per.ip") and int(value) < 0:
-        raise ConfigError(f"invalid value '{value}' for configuration key '{key}' (from {source}): expected >= 0")
+        check_value(definition, value)
+    except InvalidValue as exc:
+        raise ConfigError(f"{exc} (from {source})") from None
     if key == "max.connections.per.ip.overrides":
         try:
             parse_per_ip_overrides(value)
@@ -389,13 +246,6 @@ def _validate(key: str, value: str, source: str) -> None:
             raise ConfigError(
                 f"invalid value '{value}' for configuration key '{key}' (from {source}): {exc}"
             ) from None
-    if key == "process.roles":
-        roles = {r.strip() for r in value.split(",") if r.strip()}
-        if not roles or roles - {"broker", "controller"}:
-            raise ConfigError(
-                f"invalid value '{value}' for configuration key '{key}' (from {source}): "
-                "expected broker, controller or broker,controller"
-            )
     if key in ("listeners", "advertised.listeners"):
         try:
             parse_listeners(value, key)
