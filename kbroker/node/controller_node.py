@@ -278,7 +278,9 @@ class ControllerNode:
     async def _leader_rebalance_loop(self) -> None:
         """Preferred replicas take their leadership back (auto.leader.rebalance.enable)."""
         interval = self.config.get_int("leader.imbalance.check.interval.seconds")
-        percentage = self.config.get_int("leader.imbalance.per.broker.percentage")
+        # Kafka 4's controller moves every imbalanced leader back (its per-broker percentage key,
+        # unused under KRaft, is gone in 4.3.1): a threshold of 0%.
+        percentage = 0
         while True:
             await asyncio.sleep(interval)
             if not self.controller.active:
