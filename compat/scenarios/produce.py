@@ -213,3 +213,24 @@ def one_batch_per_record(run: Run) -> Any:
     """Records sent one request at a time get consecutive offsets, as one batch would."""
     t = run.topic()
     return {"produce": run.client.produce(t, run.recs(5), sync=True), "read": read_all(run, t)}
+
+
+@scenario("produce/compacted-keyless-in-batch", needs=PC, clients=("confluent", "java"))
+def compacted_keyless_in_batch(run: Run) -> Any:
+    """One batch of 20 records to a compacted topic, every 5th without a key: the broker names
+    each keyless record (KIP-467 record errors, INVALID_RECORD) and writes none of the batch;
+    clients fail the named records with INVALID_RECORD and the others as part of a bad batch."""
+    t = run.topic(configs={"cleanup.policy": "compact"})
+    records = [Rec(f"v{i}".encode(), None if i % 5 == 4 else f"k{i}".encode(), (), 0, run.ts(i)) for i in range(20)]
+    return {"produce": run.client.produce(t, records), "offsets": run.harness.offsets(t)}
+
+
+@scenario("produce/timestamp-bounds-in-batch", needs=PC | {"produce.timestamp"}, clients=("confluent", "java"))
+def timestamp_bounds_in_batch(run: Run) -> Any:
+    """One batch mixing timestamps inside and outside message.timestamp.before/after.max.ms:
+    the broker names each out-of-range record (INVALID_TIMESTAMP) and writes none of the batch."""
+    t = run.topic(configs={"message.timestamp.before.max.ms": str(24 * HOUR_MS)})
+    now = int(time.time() * 1000)
+    stamps = [BASE_TS, now - 30 * 24 * HOUR_MS, BASE_TS + 1000, now + 3 * HOUR_MS, BASE_TS + 2000]
+    records = [Rec(f"v{i}".encode(), f"k{i}".encode(), (), 0, ts) for i, ts in enumerate(stamps)]
+    return {"produce": run.client.produce(t, records), "offsets": run.harness.offsets(t)}
