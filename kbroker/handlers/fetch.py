@@ -19,6 +19,12 @@ up to the log end offset, not the high watermark, record the follower's position
 (which may move the high watermark or expand the ISR) and, v12+, are answered with a
 DivergingEpoch (tagged field 0) when their last fetched epoch disagrees with the leader's
 epoch cache. A consumer fetching from a follower gets NOT_LEADER_OR_FOLLOWER.
+A consumer's partition answered with an error (OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH, ...)
+carries high watermark, last stable offset and log start offset -1 and null aborted
+transactions, as Kafka's read error results; a topic or partition the broker does not know
+gets an empty aborted-transactions array instead (Kafka refuses those before reading). Follower
+fetches keep the real offsets: a kbroker follower starts over at the leader's log start on
+OFFSET_OUT_OF_RANGE.
 KIP-392: consumers sending v11+ may read from a follower (up to its high watermark); with
 ``replica.selector.class`` set to Kafka's RackAwareReplicaSelector the leader answers a consumer
 with a ``rack_id`` elsewhere with preferred_read_replica (a replica in that rack) and no records.
@@ -54,6 +60,9 @@ _ABORTED = struct.Struct(">qq")  # producer id, first offset
 _INT32 = struct.Struct(">i")
 _EPOCH_END_OFFSET = struct.Struct(">iqB")  # epoch, end offset, empty tagged fields
 READ_COMMITTED = 1
+# Refused before any read, as Kafka's KafkaApis does: these answers carry an empty (not null)
+# aborted-transactions array whatever the isolation level.
+UNKNOWN_PARTITION = (ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id)
 
 
 class Services(HasCatalogue, HasReplicas, Protocol): ...
@@ -100,7 +109,14 @@ async def handle(ctx: RequestContext[Services], request: object) -> EncodedRespo
     for i, (_n, _t, _p, error) in enumerate(keys):
         if error != ErrorCode.none:
             results[i] = FetchResult(error)
+    if params.replica_id < 0:
+        results = [_as_read_error(r) if r.error != ErrorCode.none else r for r in results]
     return EncodedResponse(_encode(ctx.header.correlation_id, version, keys, results, request.isolation_level))
+
+
+def _as_read_error(result: FetchResult) -> FetchResult:
+    """A consumer's error answer as Kafka's: no offsets (-1) beside the error code."""
+    return FetchResult(result.error)
 
 
 def _encode_error(correlation_id: int, version: int, error: ErrorCode) -> bytes:
@@ -149,7 +165,9 @@ def _encode(
             w.out += _PARTITION.pack(keys[i][2], r.error, r.high_watermark, r.last_stable_offset)
             if version >= 5:
                 w.out += _INT64.pack(r.log_start_offset)
-            if isolation_level == READ_COMMITTED:
+            if r.error in UNKNOWN_PARTITION:
+                w.array_length(0)
+            elif isolation_level == READ_COMMITTED and r.error == ErrorCode.none:
                 w.array_length(len(r.aborted_transactions))
                 for txn in r.aborted_transactions:
                     w.out += _ABORTED.pack(txn.producer_id, txn.first_offset)
