@@ -486,6 +486,18 @@ class PartitionLog:
         self.producer_state.delete_snapshots_above(self.log_end_offset)
         self._rebuild_producer_state()
 
+    def skip_to(self, offset: int) -> None:
+        """A copy of a compacted log (a replica moving between log dirs): the next batch starts
+        past the log end, so the next segment starts there (rolled off if it holds data)."""
+        if offset <= self.log_end_offset:
+            return
+        if not self.active_segment.is_empty:
+            self.roll()
+        self.segments.pop().delete()
+        self.base_offsets.pop()
+        self._add_segment(self._new_segment(offset))
+        self.producer_state.map_end_offset = offset
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log empty at ``offset`` (a follower whose fetch
         position fell below the leader's log start offset)."""

@@ -16,6 +16,16 @@ A shutdown closes the logs on ``num.recovery.threads.per.data.dir`` threads per 
 Kafka does: closing is mostly fsync (the active segment, the producer state snapshot and its
 directory), which waits on the disk without the GIL, and the filesystem's journal commits
 concurrent fsyncs together (5,000 partitions with data: 14.7 s on one thread here).
+
+A replica moves to another log dir (AlterReplicaLogDirs, JBOD) through a *future* log in
+``<dest dir>/<topic>-<partition>.<id>-future`` that copies the current one
+(``storage/log_dir_move.py``); ``replace_current_with_future`` then renames the current
+directory to ``<topic>-<partition>.<id>-delete`` and the future one to ``<topic>-<partition>``
+(each rename fsynced in its parent) and reopens it. A crash between the two renames leaves a
+future directory and no current one: the start-up completes the swap (the future log held
+everything when the swap began). A future directory beside a current one is an unfinished
+move: it is removed (nothing acknowledged lives only there) and the move must be asked again.
+``-delete`` directories are removed at start-up.
 """
 
 from __future__ import annotations
@@ -23,13 +33,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .clock import SYSTEM_CLOCK, Clock
-from .file_io import fsync_dir, replace_atomically
+from .file_io import fsync_dir, rename, replace_atomically
 from .log import PartitionLog
 from .log_config import LogConfig
 from .log_dir_health import LogDirHealth
@@ -44,8 +56,19 @@ METADATA_LOG_TOPIC = "__cluster_metadata"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
+FUTURE_SUFFIX = "-future"
+DELETE_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
+
+
+def parse_moving_dir(name: str, suffix: str) -> TopicPartition | None:
+    """The partition of a ``<topic>-<partition>.<id><suffix>`` directory (a move's future or
+    retired copy), else None."""
+    if not name.endswith(suffix):
+        return None
+    base, dot, _id = name[: -len(suffix)].rpartition(".")
+    return parse_partition_dir(base) if dot else None
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
@@ -66,6 +89,7 @@ class LogManager:
         self.files = SegmentFileCache(max_open_segment_files)
         self.health = LogDirHealth()
         self.logs: dict[TopicPartition, PartitionLog] = {}
+        self.future_logs: dict[TopicPartition, PartitionLog] = {}  # replicas moving to another dir
         self._dir_of: dict[TopicPartition, str] = {}
         self._logs_in = dict.fromkeys(self.log_dirs, 0)  # a new log goes to the dir with fewest
         # The last high watermark handed in (or read at start-up) per log: a restarted replica
@@ -82,6 +106,8 @@ class LogManager:
         epochs: list[int] = []
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
+        self._finish_interrupted_moves()
+        for log_dir in self.log_dirs:
             marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
             clean = os.path.exists(marker)
             epochs.append(_marker_broker_epoch(marker) if clean else -1)
@@ -119,6 +145,27 @@ class LogManager:
         self.clean_shutdown_broker_epoch = min(epochs) if epochs and len(set(epochs)) == 1 else -1
         log.info("loaded %d partition logs in %.2fs", len(self.logs), time.monotonic() - started)
 
+    def _finish_interrupted_moves(self) -> None:
+        """Before loading: complete a swap a crash cut between its renames, remove unfinished
+        future logs and retired ones (see the module docstring)."""
+        current = {tp for d in self.log_dirs for n in os.listdir(d)
+                   if (tp := parse_partition_dir(n)) and os.path.isdir(os.path.join(d, n))}  # fmt: skip
+        for log_dir in self.log_dirs:
+            for name in sorted(os.listdir(log_dir)):
+                path = os.path.join(log_dir, name)
+                future = parse_moving_dir(name, FUTURE_SUFFIX)
+                if future is not None and future not in current:
+                    rename(path, os.path.join(log_dir, f"{future[0]}-{future[1]}"))
+                    fsync_dir(log_dir)
+                    current.add(future)
+                    log.warning("start-up: %s-%d: the move to %s was cut between its renames; completed",
+                                future[0], future[1], log_dir)
+                elif future is not None or parse_moving_dir(name, DELETE_SUFFIX) is not None:
+                    if future is not None:
+                        log.warning("start-up: %s-%d: unfinished move to %s dropped (ask it again)",
+                                    future[0], future[1], log_dir)
+                    shutil.rmtree(path, ignore_errors=True)
+
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
 
@@ -140,6 +187,7 @@ class LogManager:
         return plog
 
     def delete(self, topic: str, partition: int) -> None:
+        self.abandon_future(topic, partition)
         plog = self.logs.pop((topic, partition), None)
         self._high_watermarks.pop((topic, partition), None)
         log_dir = self._dir_of.pop((topic, partition), None)
@@ -150,6 +198,74 @@ class LogManager:
 
     def dir_of(self, topic: str, partition: int) -> str:
         return self._dir_of[(topic, partition)]
+
+    # --- moving a replica between log dirs ---------------------------------------------------
+
+    def future_dir_of(self, topic: str, partition: int) -> str | None:
+        future = self.future_logs.get((topic, partition))
+        return None if future is None else future.log_dir
+
+    def create_future(self, topic: str, partition: int, log_dir: str, topic_id: str) -> PartitionLog:
+        """An empty future log for the partition in ``log_dir`` (one of ``log_dirs``)."""
+        path = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_SUFFIX}")
+        try:
+            future = PartitionLog.create(path, topic, partition, topic_id, self.config_for(topic),
+                                         files=self.files, health=self.health, clock=self.clock)
+        except OSError as exc:
+            self.health.write_failed(log_dir, f"creating the future log of {topic}-{partition}", exc)
+            raise
+        self.future_logs[(topic, partition)] = future
+        return future
+
+    def abandon_future(self, topic: str, partition: int) -> None:
+        """Stop a move: the future log and its directory go (the current log is untouched)."""
+        future = self.future_logs.pop((topic, partition), None)
+        if future is not None:
+            future.delete()
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Swap in the future log, which must hold exactly what the current log holds; returns
+        it, reopened under the partition's own name. Called with no await since the last copy
+        step, so no append falls between. On a failed rename the current log stays (its
+        directory named back) and the error is raised."""
+        tp = (topic, partition)
+        current, future = self.logs[tp], self.future_logs[tp]
+        now_ms = self.clock.wall_ms()
+        future.flush(now_ms)  # what the renamed directory holds is on disk before the old one goes
+        future.close()
+        old_dir, new_dir = self._dir_of[tp], future.log_dir
+        retired = os.path.join(old_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        target = os.path.join(new_dir, f"{topic}-{partition}")
+        try:
+            rename(current.directory, retired)
+            fsync_dir(old_dir)
+        except OSError as exc:
+            self.health.write_failed(old_dir, f"retiring {topic}-{partition} for its move", exc)
+            self.abandon_future(topic, partition)
+            raise
+        try:
+            rename(future.directory, target)
+            fsync_dir(new_dir)
+        except OSError as exc:
+            rename(retired, current.directory)  # if this fails too the start-up completes the move
+            fsync_dir(old_dir)
+            self.health.write_failed(new_dir, f"moving {topic}-{partition} in", exc)
+            self.abandon_future(topic, partition)
+            raise
+        del self.future_logs[tp]
+        moved = PartitionLog(target, topic, partition, self.config_for(topic),
+                             log_start_offset=current.log_start_offset, recovery_point=future.log_end_offset,
+                             files=self.files, health=self.health, clock=self.clock)
+        moved.load(clean_shutdown=True)
+        for segment in current.segments:
+            segment.close_file()  # a read in flight on the old files fails cleanly
+        shutil.rmtree(retired, ignore_errors=True)
+        self.logs[tp] = moved
+        self._dir_of[tp] = new_dir
+        self._logs_in[old_dir] -= 1
+        self._logs_in[new_dir] += 1
+        log.info("%s-%d moved from %s to %s at offset %d", topic, partition, old_dir, new_dir, moved.log_end_offset)
+        return moved
 
     def reconfigure(self, topic: str) -> None:
         config = self.config_for(topic)
@@ -212,6 +328,9 @@ class LogManager:
         # the same: each thread closes its partition's files before it takes the next one.
         self.files.limit = None
         threads = self.recovery_threads_per_data_dir * len(self.log_dirs)
+        for future in self.future_logs.values():
+            future.close()  # an unfinished move: dropped at the next start
+        self.future_logs.clear()
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-shutdown") as pool:
             unclean = {d for d in pool.map(lambda tp: self._close_log(tp, now_ms), list(self.logs)) if d}
         unclean.update(self.checkpoint())

@@ -55,6 +55,7 @@ from . import (
     write_txn_markers,
 )
 from . import alter_configs as alter_configs
+from . import alter_replica_log_dirs as alter_replica_log_dirs
 
 _MODULES: list[ModuleType] = [
     produce,
@@ -84,6 +85,7 @@ _MODULES: list[ModuleType] = [
     describe_configs,
     alter_configs,
     describe_log_dirs,
+    alter_replica_log_dirs,
     create_partitions,
     incremental_alter_configs,
     describe_cluster,
