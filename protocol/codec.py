@@ -6,9 +6,9 @@ tagged-field section. Response header v0 is just ``correlation_id``; v1 adds tag
 except ApiVersions, whose response always uses v0 so that a client can read the error of an
 unsupported version (KIP-511).
 
-Bodies are decoded by kio's native readers (with a fallback that skips unknown tagged fields)
-and encoded by kio's writers; the hot Produce and Fetch responses are packed by hand in the
-handlers that own them.
+Bodies are decoded by kio's native readers (with a fallback that skips unknown tagged fields,
+which also reads the int64 durations kio cannot hold, see tagged_reader) and encoded by kio's
+writers; the hot Produce and Fetch responses are packed by hand in the handlers that own them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from kio.static.primitive import i32Timedelta
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 from .array_guard import check_array_counts
-from .tagged_reader import read_entity_skipping_unknown_tags
+from .tagged_reader import has_int64_duration, read_entity_skipping_unknown_tags
 
 API_VERSIONS_KEY = 18
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))  # throttle_time_ms: kbroker has no quotas yet
@@ -133,10 +133,13 @@ def decode_request_body(schema: type[Entity], frame: memoryview, offset: int) ->
     value: Entity
     try:
         check_array_counts(schema, frame, offset)  # kio would preallocate a huge count and abort
-        try:
-            value, _size = entity_reader(schema)(frame, offset)
-        except KeyError:
+        if has_int64_duration(schema):  # kio's native reader fails on any int64 past ±8.6e16 there
             value, _size = read_entity_skipping_unknown_tags(schema, frame, offset)
+        else:
+            try:
+                value, _size = entity_reader(schema)(frame, offset)
+            except KeyError:
+                value, _size = read_entity_skipping_unknown_tags(schema, frame, offset)
     except MalformedRequest:
         raise
     except Exception as exc:  # kio raises ValueError/IndexError/UnicodeError on bad input
