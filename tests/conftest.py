@@ -1,10 +1,12 @@
-"""Shared fixtures: a real kbroker process on loopback, one per test module by default."""
+"""Shared fixtures: a real kbroker process on loopback, one per test module by default; and the
+two lanes the whole suite runs in side by side (``pytest -n 2``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from tests.broker_process import BrokerProcess
 
@@ -26,3 +28,21 @@ def fresh_broker(tmp_path) -> Iterator[BrokerProcess]:
     proc.start()
     yield proc
     proc.close()
+
+
+# The Spark pipelines and the side-by-side compat suite spend most of their time in JVMs and
+# waiting on brokers, the tests under tests/ mostly in kbroker processes: with ``-n 2`` they run
+# as two lanes, one xdist worker each, every test in collection order, so the suite takes the
+# longer lane's time instead of the sum.
+SIDE_LANE = ("spark/", "compat/")
+
+
+class TwoLanes(LoadScopeScheduling):
+    """xdist scheduling with exactly two scopes: the side lane and the main lane."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return "side" if nodeid.startswith(SIDE_LANE) else "main"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> TwoLanes:
+    return TwoLanes(config, log)
