@@ -209,6 +209,10 @@ class RequestGenerator:
             return datetime.timedelta(milliseconds=rng.choice([-1, 0, 60_000, 86_400_000]))
         if kafka_type == "uuid":
             return self._uuid(nullable)
+        if kafka_type == "uint16":  # a raft voter's listener port
+            return rng.choice([0, 9093, 65535])
+        if kafka_type == "float64":  # client quota values
+            return rng.choice([0.0, 1024.0, -1.0, 1e12, float("inf")])
         if kafka_type == "records":
             return self._records(nullable)
         if kafka_type == "bytes":

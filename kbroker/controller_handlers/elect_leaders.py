@@ -3,7 +3,10 @@
 Brokers forward their clients' requests here unchanged. Per partition: NONE when the leader
 moved, ELECTION_NOT_NEEDED when it is already where asked, PREFERRED_LEADER_NOT_AVAILABLE when
 the preferred replica is down or out of sync, ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is
-live for an unclean election, UNKNOWN_TOPIC_OR_PARTITION. A null partition list means all.
+live for an unclean election, UNKNOWN_TOPIC_OR_PARTITION. A null partition list means all
+partitions, and then, as Kafka's controller does, the partitions whose leader is already where
+asked (ELECTION_NOT_NEEDED) are left out of the answer, so ``kafka-leader-election
+--all-topic-partitions`` on a balanced cluster prints nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                      replica_election_results=())
     by_topic: dict[str, list[object]] = {}
     for (topic, index), (error, message) in results.items():
+        if wanted is None and error == ErrorCode.election_not_needed:
+            continue
         by_topic.setdefault(topic, []).append(
             build(m.PartitionResult, partition_id=index, error_code=error, error_message=message))
     return build(

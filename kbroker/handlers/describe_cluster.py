@@ -18,7 +18,7 @@ from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
 
-from .metadata import AUTHORIZED_OPERATIONS_OMITTED
+from .metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
 
 API_KEY = 60
 MIN_VERSION = 0
@@ -26,9 +26,6 @@ MAX_VERSION = 2
 
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
-# ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE:
-# the operations Kafka defines on the cluster resource; without ACLs every one is allowed.
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 class Services(HasCluster, Protocol): ...

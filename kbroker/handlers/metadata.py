@@ -6,6 +6,9 @@ replicas; a partition without a leader is LEADER_NOT_AVAILABLE. A null topic lis
 topics. Topics may be named or (v10+) given by id; an unknown id answers UNKNOWN_TOPIC_ID, and
 a topic with neither INVALID_REQUEST (named "" before v12, where the answer's name is not nullable,
 as Kafka answers).
+Authorized operations (v8+ for topics, v8–10 for the cluster) are answered only when asked for,
+and then all of those Kafka defines on the resource, as a Kafka broker without an authorizer
+answers; otherwise Kafka's "omitted" value, INT32_MIN.
 Auto-creation happens when the request allows it (v4+; always before) and
 ``auto.create.topics.enable`` is true, with ``num.partitions``/``default.replication.factor``.
 Deviation: Kafka answers UNKNOWN_TOPIC_OR_PARTITION for an auto-created topic on the first
@@ -30,6 +33,9 @@ MAX_VERSION = 13
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no ACLs, all allowed.
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE: the
+# operations Kafka 4.3.1 answers on the cluster resource without an authorizer (measured).
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 class Services(HasCatalogue, HasCluster, HasSettings, Protocol): ...
@@ -45,6 +51,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         request, "allow_auto_topic_creation", True
     )
     include_ops = getattr(request, "include_topic_authorized_operations", False)
+    include_cluster_ops = getattr(request, "include_cluster_authorized_operations", False)  # v8-10
     topics = []
     brokers = services.cluster.live_brokers()
     live = {b[0] for b in brokers}
@@ -109,6 +116,6 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         cluster_id=services.cluster.cluster_id,
         controller_id=services.cluster.controller_id,
         topics=tuple(topics),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=CLUSTER_OPERATIONS if include_cluster_ops else AUTHORIZED_OPERATIONS_OMITTED,
         error_code=ErrorCode.none,
     )

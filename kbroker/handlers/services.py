@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from kbroker.handlers.security import SecurityFeatures
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replication.partition import Partition
 from kbroker.replication.quorum.partition_registration import PartitionRegistration
@@ -78,6 +79,15 @@ class TopicCatalogue(Protocol):
 
     async def set_broker_configs(self, resource_name: str, wanted: Mapping[str, str],
                                  validate_only: bool = False) -> None: ...
+
+    def resource_configs(self, resource_type: int, resource_name: str) -> dict[str, str]:
+        """The stored configs of a GROUP or CLIENT_METRICS resource."""
+        ...
+
+    def resource_names(self, resource_type: int) -> list[str]: ...
+
+    async def set_resource_configs(self, resource_type: int, resource_name: str, wanted: Mapping[str, str],
+                                   validate_only: bool = False) -> None: ...
 
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: Mapping[str, str | None], validate_only: bool = False,
@@ -366,3 +376,4 @@ class BrokerServices:
     write_txn_marker: TxnMarkerWriter
     settings: BrokerSettings
     clock: Clock
+    security: SecurityFeatures = field(default_factory=SecurityFeatures)  # all off: no authorizer yet

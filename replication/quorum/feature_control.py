@@ -17,7 +17,11 @@ The levels:
 - ``transaction.version`` 0-2, ``group.version`` 0-1, ``eligible.leader.replicas.version`` 0-1.
 - ``kraft.version`` 0 only: the quorum's voters are static (``controller.quorum.voters``). As in
   Kafka it is Raft's, not a FeatureLevelRecord; ApiVersions lists it as supported.
-- ``share.version`` and ``streams.version`` are not supported (no share or streams groups).
+- ``share.version`` and ``streams.version`` 0 only: kbroker has no share groups (KIP-932) or
+  streams groups (KIP-1071), and their APIs answer as a Kafka broker with these features at 0
+  does (UNSUPPORTED_VERSION). Listing them lets ``kafka-features describe`` show every feature
+  Kafka 4.3.1 has, at the level kbroker's behaviour matches; an upgrade is refused as for any
+  level outside the supported range.
 
 UpdateFeatures follows Kafka's FeatureControlManager: the request's updates are checked in
 order and the first refused one fails the whole request (INVALID_UPDATE_VERSION); a level
@@ -57,6 +61,8 @@ SUPPORTED: Mapping[str, tuple[int, int]] = {
     "transaction.version": (0, 2),
     "group.version": (0, 1),
     "eligible.leader.replicas.version": (0, 1),
+    "share.version": (0, 0),
+    "streams.version": (0, 0),
 }
 
 # Every metadata.version level that changed the metadata format (Kafka's didMetadataChange):

@@ -1,0 +1,55 @@
+"""DescribeUserScramCredentials (key 50), v0: ``kafka-configs --describe --entity-type users``.
+
+Answers each user's SCRAM mechanisms and iteration counts from the credential store
+(``SecurityFeatures.scram``); kbroker has none yet (#18), which reads as a store without users,
+as a Kafka cluster where no credential was ever set: all users (a null or empty list) is an
+empty answer; a named user without credentials is RESOURCE_NOT_FOUND "Attempt to describe a
+user credential that does not exist: <user>"; a user named twice is answered once,
+DUPLICATE_RESOURCE "Cannot describe SCRAM credentials for the same user twice in a single
+request: <user>".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Protocol
+
+from kbroker.handlers.security import HasSecurity
+from kbroker.network.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode
+
+API_KEY = 50
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+class Services(HasSecurity, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    store = ctx.services.security.scram
+    known = store.credentials() if store is not None else {}
+    results = []
+    if not request.users:
+        users = list(known)
+        counts = Counter(users)
+    else:
+        counts = Counter(u.name for u in request.users)
+        users = list(counts)
+    for user in users:
+        error, message, infos = ErrorCode.none, "", ()
+        if counts[user] > 1:
+            error = ErrorCode.duplicate_resource
+            message = f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}"
+        elif user not in known:
+            error = ErrorCode.resource_not_found
+            message = f"Attempt to describe a user credential that does not exist: {user}"
+        else:
+            infos = tuple(build(m.CredentialInfo, mechanism=mechanism, iterations=iterations)
+                          for mechanism, iterations in known[user])
+        results.append(build(m.DescribeUserScramCredentialsResult, user=user, error_code=error,
+                             error_message=message, credential_infos=infos))
+    return build(m.DescribeUserScramCredentialsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                 error_message="", results=tuple(results))
