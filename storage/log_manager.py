@@ -247,9 +247,16 @@ class LogManager:
             rename(future.directory, target)
             fsync_dir(new_dir)
         except OSError as exc:
-            rename(retired, current.directory)  # if this fails too the start-up completes the move
-            fsync_dir(old_dir)
             self.health.write_failed(new_dir, f"moving {topic}-{partition} in", exc)
+            try:
+                rename(retired, current.directory)
+                fsync_dir(old_dir)
+            except OSError as back:
+                # The next start completes the move from the future log, which holds everything
+                # written so far; a later append would live only in the retired directory.
+                current.offline = f"its move to {new_dir} failed half-way ({exc}; {back})"
+                log.error("%s-%d is offline until restart: %s", topic, partition, current.offline)
+                raise
             self.abandon_future(topic, partition)
             raise
         del self.future_logs[tp]

@@ -133,3 +133,31 @@ def test_a_failing_future_write_leaves_the_current_log_alone(tmp_path) -> None:
     assert not [n for n in os.listdir(dest) if n.startswith("t-0")]
     current.append_as_leader(batch(5), 0, NOW)
     assert current.log_end_offset == 6
+
+
+def test_a_failed_rename_at_the_swap_keeps_the_current_log(tmp_path) -> None:
+    lm = manager(tmp_path)
+    current = lm.create("t", 0, "id")
+    for i in range(5):
+        current.append_as_leader(batch(i), 0, NOW)
+    source_dir = lm.dir_of("t", 0)
+    dest = next(d for d in lm.log_dirs if d != source_dir)
+    future = lm.create_future("t", 0, dest, "id")
+    while not copy_step(current, future, NOW):
+        pass
+    file_io.inject(FailPoint("rename", errno.EIO, path_contains=os.path.join(dest, "t-0"), times=0))
+    try:
+        try:
+            lm.replace_current_with_future("t", 0)
+            raise AssertionError("the swap should fail")
+        except OSError as exc:
+            assert exc.errno == errno.EIO
+    finally:
+        file_io.clear_failpoints()
+    assert lm.get("t", 0) is current and lm.dir_of("t", 0) == source_dir and not lm.future_logs
+    assert os.path.isdir(os.path.join(source_dir, "t-0"))
+    current.append_as_leader(batch(5), 0, NOW)
+    expected = contents(current)
+    lm.shutdown()
+    again = manager(tmp_path)
+    assert again.dir_of("t", 0) == source_dir and contents(again.get("t", 0)) == expected
