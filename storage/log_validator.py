@@ -75,15 +75,16 @@ def validate_batches(records: memoryview, batches: list[tuple[int, BatchHeader]]
                      now_ms: int, label: str) -> None:
     """Raise the error Kafka answers for the payload (see the module docstring); ``label``
     (topic-partition) is named in the messages that name it."""
-    if len(batches) > 1:
-        raise KafkaError(ErrorCode.invalid_record, "Compressed outer record has more than one batch")
-    bounds = _TimestampBounds(config, now_ms)
-    for pos, header in batches:
+    for _pos, header in batches:  # Kafka checks sizes first (UnifiedLog), then the batches
         if header.size > config.max_message_bytes:
             raise KafkaError(
                 ErrorCode.message_too_large,
                 f"batch of {header.size} bytes exceeds max.message.bytes {config.max_message_bytes}",
             )
+    if len(batches) > 1:
+        raise KafkaError(ErrorCode.invalid_record, "Compressed outer record has more than one batch")
+    bounds = _TimestampBounds(config, now_ms)
+    for pos, header in batches:
         if header.is_control:
             raise KafkaError(ErrorCode.invalid_record, "clients may not produce control batches")
         if config.compact or _timestamps_may_fail(header, config, bounds):

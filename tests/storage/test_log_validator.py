@@ -81,6 +81,9 @@ def test_more_than_one_batch_is_invalid():
     with pytest.raises(KafkaError) as caught:
         check(one + one)
     assert caught.value.code == ErrorCode.invalid_record
+    with pytest.raises(KafkaError) as caught:  # sizes are checked first, as Kafka's UnifiedLog does
+        check(one + build_batch([(b"k", b"v" * 2000)], base_timestamp=NOW), max_message_bytes=1000)
+    assert caught.value.code == ErrorCode.message_too_large
 
 
 def test_valid_batch_with_default_bounds_is_not_parsed(monkeypatch):
