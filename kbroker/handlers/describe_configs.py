@@ -5,34 +5,35 @@ static broker setting or default), synonyms (the topic override and the broker k
 falls back to) when include_synonyms, the type (v3+) and a description when
 include_documentation (v3+). Unknown topic: UNKNOWN_TOPIC_OR_PARTITION with message "";
 an invalid name (e.g. "") INVALID_TOPIC_EXCEPTION, as Kafka answers.
-BROKER resources named with this node's id: every broker key kbroker knows, with its value
-from the first layer that sets it — this broker's dynamic config (DYNAMIC_BROKER_CONFIG), the
+BROKER resources named with this node's id: every key of Kafka 4.3.1's broker catalogue
+(kbroker/config/broker_catalogue.py; its internal keys only when set), with its value from the
+first layer that sets it — this broker's dynamic config (DYNAMIC_BROKER_CONFIG), the
 cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG;
 a new cluster has min.insync.replicas=1 there, as Kafka 4 formats it), the config file or
-command line (STATIC_BROKER_CONFIG), the built-in default (DEFAULT_CONFIG) — and whether it
-is read-only; synonyms are the key itself once per layer. Named "": only the cluster-wide
-dynamic defaults, as in Kafka. Deviation: Kafka describes ~138 broker keys, kbroker the ones
-it knows. Another broker id: INVALID_REQUEST ("Unexpected broker id ..."),
-as Kafka answers.
-configuration_keys restricts the answer (null: all); an unknown key is simply absent.
+command line (STATIC_BROKER_CONFIG), the built-in default (DEFAULT_CONFIG) — as Kafka prints
+it once parsed, whether it is read-only, sensitive (passwords: no value), its type and a
+description; synonyms are the layers of the key and of the keys that set it in other units
+(log.retention.hours for log.retention.ms). Named "": only the cluster-wide dynamic defaults,
+as in Kafka. Another broker id: INVALID_REQUEST ("Unexpected broker id ..."), as Kafka answers.
+configuration_keys restricts the answer (null or empty: all); an unknown key is simply absent.
 A successful resource has error message "" (Kafka's answer), a failed one the reason.
-Deviations: BROKER_LOGGER answers an empty list (no per-logger levels exposed yet); broker
-keys carry no documentation; other resource types (client metrics, groups) answer
+Deviations: BROKER_LOGGER answers an empty list (no per-logger levels exposed yet); other
+resource types (client metrics, groups) answer
 INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from kbroker.config.broker_catalogue import BROKER_CONFIGS, BrokerConfigDef, InvalidValue, kafka_string, synonyms
 from kbroker.config.config_resources import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
     check_broker_resource,
 )
-from kbroker.config.kafka_config import BROKER_CONFIGS
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
@@ -57,7 +58,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         try:
             entries = _entries(ctx, resource.resource_type, resource.resource_name)
             wanted = resource.configuration_keys
-            if wanted is not None:
+            if wanted:  # null or empty: every key, as Kafka answers
                 keep = set(wanted)
                 entries = [(e, ro) for e, ro in entries if e.name in keep]
             configs = tuple(_describe(m, request, e, ro) for e, ro in entries)
@@ -100,29 +101,69 @@ def _entries(
 
 
 def _broker_entries(ctx: RequestContext[Services]) -> Iterable[tuple[ConfigEntry, bool]]:
-    """Every broker key kbroker knows, and the unknown keys set dynamically on this broker."""
+    """Every key of Kafka 4.3.1's broker catalogue (internal and kbroker's own keys only when
+    set), and the unknown keys set dynamically on this broker."""
     catalogue = ctx.services.catalogue
-    unknown = {key: ConfigSource.DYNAMIC_BROKER_CONFIG for key in catalogue.dynamic_broker_configs(
-        str(ctx.services.cluster.node_id)) if key not in BROKER_CONFIGS}
-    for key in sorted(BROKER_CONFIGS.keys() | unknown.keys()):
-        if key in unknown:
-            yield _unknown_key(key, unknown[key]), False
+    unknown = [key for key in catalogue.dynamic_broker_configs(str(ctx.services.cluster.node_id))
+               if key not in BROKER_CONFIGS]
+    for key in unknown:
+        yield _unknown_key(key, ConfigSource.DYNAMIC_BROKER_CONFIG), False
+    for key, definition in BROKER_CONFIGS.items():
+        synonyms = _broker_synonyms(catalogue.broker_layers, key)
+        if definition.internal and not any(source != ConfigSource.DEFAULT_CONFIG for _n, _v, source in synonyms):
             continue
-        definition = BROKER_CONFIGS[key]
-        layers = catalogue.broker_layers(key)
-        value, source = layers[0] if layers else (None, ConfigSource.DEFAULT_CONFIG)
-        synonyms = tuple((key, v, src) for v, src in layers)
-        yield ConfigEntry(key, value, source, definition.type, "", synonyms), definition.read_only
+        yield _broker_entry(definition, synonyms), definition.read_only
+
+
+def _broker_synonyms(layers_of: Callable[[str], list[tuple[str, ConfigSource]]],
+                     key: str) -> tuple[tuple[str, str | None, ConfigSource], ...]:
+    """Kafka's synonym list: the layers of the key and of the keys that set it in other units
+    (log.retention.hours for log.retention.ms, ...), by source and then by precedence, from the
+    key's own first entry on (a more precise synonym set above it does not show)."""
+    found = [(source, rank, name, value) for rank, name in enumerate(synonyms(key))
+             for value, source in layers_of(name)]
+    found.sort(key=lambda f: (_ORDER[f[0]], f[1]))
+    ordered = [(name, value, source) for source, _rank, name, value in found]
+    while ordered and ordered[0][0] != key:
+        ordered.pop(0)
+    return tuple(ordered)
+
+
+# Kafka lists synonyms by source: this broker's dynamic configs, the cluster default, static, default.
+_ORDER = {ConfigSource.DYNAMIC_BROKER_CONFIG: 0, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: 1,
+          ConfigSource.STATIC_BROKER_CONFIG: 2, ConfigSource.DEFAULT_CONFIG: 3}
+
+
+def _broker_entry(definition: BrokerConfigDef, synonyms: tuple[tuple[str, str | None, ConfigSource], ...],
+                  ) -> ConfigEntry:
+    """One broker key: its value (as Kafka prints it once parsed; a password's never), source and synonyms."""
+    value, source = None, ConfigSource.DEFAULT_CONFIG
+    if synonyms:
+        _name, raw, source = synonyms[0]
+        value = _kafka_string(definition, raw)
+    if definition.sensitive:
+        value, synonyms = None, tuple((name, None, src) for name, _v, src in synonyms)
+    return ConfigEntry(definition.name, value, source, definition.type, definition.doc, synonyms)
+
+
+def _kafka_string(definition: BrokerConfigDef, raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return kafka_string(definition, raw)
+    except InvalidValue:  # a dynamic value Kafka would have refused: shown as stored
+        return raw
 
 
 def _cluster_default_entries(ctx: RequestContext[Services]) -> Iterable[tuple[ConfigEntry, bool]]:
     """The broker resource named "": only the cluster-wide dynamic defaults, as Kafka answers."""
     source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     for key, value in sorted(ctx.services.catalogue.cluster_configs.items()):
-        if key not in BROKER_CONFIGS:
+        definition = BROKER_CONFIGS.get(key)
+        if definition is None:
             yield _unknown_key(key, source), False
             continue
-        yield ConfigEntry(key, value, source, BROKER_CONFIGS[key].type, "", ((key, value, source),)), False
+        yield _broker_entry(definition, ((key, value, source),)), definition.read_only
 
 
 def _unknown_key(key: str, source: ConfigSource) -> ConfigEntry:
@@ -147,7 +188,7 @@ def _describe(m: object, request: object, entry: ConfigEntry, read_only: bool) -
         value=entry.value,
         read_only=read_only,
         config_source=int(entry.source),
-        is_sensitive=entry.type == ConfigType.UNKNOWN,
+        is_sensitive=entry.type in (ConfigType.UNKNOWN, ConfigType.PASSWORD),
         synonyms=synonyms,
         config_type=int(entry.type),
         documentation=documentation,
