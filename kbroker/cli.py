@@ -120,7 +120,7 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
               flush=True)
         ignored = config.ignored_keys()
         if ignored:
-            logging.getLogger("kbroker").info("accepted but not acted on: %s", ", ".join(ignored))
+            logging.getLogger("kbroker").info("accepted, not acted on yet: %s", ", ".join(ignored))
         await stop.wait()
     finally:
         if broker is not None:
