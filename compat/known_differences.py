@@ -9,11 +9,6 @@ listed in the issue notes; nothing here hides a difference from ``compat/REPORT.
 
 from __future__ import annotations
 
-_BROKER_KEYS = (
-    "Kafka 4.3 describes every broker config key it has (~138 for broker 1); kbroker describes "
-    "only the keys it knows (kbroker/config/kafka_config.py BROKER_CONFIGS)."
-)
-
 _EXCESSIVE_GROWTH = (
     "Deliberate: Kafka 4.3.1 answers a CreatePartitions adding more than 10,000 partitions with "
     "UNKNOWN_SERVER_ERROR ('Unknown broker error'), validate-only or not, and when not validate-only it "
@@ -24,8 +19,6 @@ _EXCESSIVE_GROWTH = (
 )
 
 KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {
-    ("configs/broker-all-names", "kafka-python"): _BROKER_KEYS,
-    ("configs/broker-all-names", "java"): _BROKER_KEYS,
     **{("admin/create-partitions-excessive", client): _EXCESSIVE_GROWTH
        for client in ("kafka-python", "aiokafka", "confluent", "java", "java-cli")},
 }

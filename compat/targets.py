@@ -9,8 +9,7 @@ when a Docker engine answers (``COMPAT_KAFKA=maven|docker`` forces one); CI has 
 uses the Maven path, and ``tests/containers`` runs this one against a local image with the same
 layout built from the Maven jars (``compat.container_images``) under podman. ``KbrokerTarget``
 runs ``python -m kbroker serve`` with the same ``server.properties`` (kbroker accepts Kafka's
-keys and lists the ones it does not act on); only ports, directories and one Kafka test knob
-(``KAFKA_ONLY_SETTINGS``) differ.
+keys and lists the ones it does not act on); only ports and directories differ.
 
 Every target has ``start()``, ``stop()`` (SIGTERM, clean), ``kill()`` (SIGKILL, crash),
 ``restart()`` (start again on the same port and data), ``close()`` and ``bootstrap``
@@ -59,12 +58,14 @@ SHARED_SETTINGS: dict[str, str] = {
     # old session expires (9 s by default); shorter sessions make crash restarts quick.
     "broker.session.timeout.ms": "2000",
     "broker.heartbeat.interval.ms": "500",
+    # Kafka's LogManager starts its periodic tasks (retention checks among them) this long
+    # (30 s) after start-up; kbroker checks retention from the start and accepts the key (an
+    # internal one of Kafka's, which both then describe) without acting on it.
+    "log.initial.task.delay.ms": "0",
 }
 
-# Kafka-only: Kafka's LogManager starts its periodic tasks (retention checks among them)
-# log.initial.task.delay.ms (30 s) after start-up; kbroker checks retention from the start.
-# A test knob of Kafka's with no kbroker equivalent, so it stays out of the shared file.
-KAFKA_ONLY_SETTINGS: dict[str, str] = {"log.initial.task.delay.ms": "0"}
+# Settings only Kafka gets (none now; the hook stays for knobs kbroker would refuse).
+KAFKA_ONLY_SETTINGS: dict[str, str] = {}
 
 KAFKA_JVM_FLAGS = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
 

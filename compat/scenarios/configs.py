@@ -49,6 +49,25 @@ def broker_all_names(run: Run) -> Any:
     return sorted(described) if "error" not in described else described
 
 
+# Keys whose values name this node's ports and directories (the rest of their entry is compared).
+NODE_SPECIFIC = ("advertised.listeners", "controller.quorum.voters", "listeners", "log.dir", "log.dirs")
+
+
+@scenario("configs/broker-all-entries", needs={DESCRIBE}, clients=("kafka-python", "java"))
+def broker_all_entries(run: Run) -> Any:
+    """Every entry broker 1 describes with its synonyms: value (as Kafka prints it once parsed),
+    source, read-only, sensitive (passwords without a value), type."""
+    described = run.client.describe_configs("broker", "1", synonyms=True)
+    if "error" in described:
+        return described
+    for key in NODE_SPECIFIC:
+        entry = described.get(key)
+        if entry is not None:
+            entry["value"] = "<node-specific>"
+            entry["synonyms"] = [[name, "<node-specific>", source] for name, _value, source in entry["synonyms"]]
+    return described
+
+
 @scenario("configs/cluster-default", needs={DESCRIBE}, clients=("java", "java-cli"))
 def cluster_default(run: Run) -> Any:
     """The cluster-wide dynamic broker defaults (broker resource named ""; the Python clients
