@@ -287,6 +287,35 @@ class ForwardingController:
             raise KafkaError(result.error_code, result.error_message)
         await self._until(lambda: self.dynamic_broker_configs(resource_name) == dict(wanted))
 
+    def resource_configs(self, resource_type: int, resource_name: str) -> dict[str, str]:
+        """The stored configs of a GROUP or CLIENT_METRICS resource (empty when it has none)."""
+        return dict(self.image.resource_configs.get((resource_type, resource_name), {}))
+
+    def resource_names(self, resource_type: int) -> list[str]:
+        """The GROUP or CLIENT_METRICS resources that have configs, sorted."""
+        return sorted(name for kind, name in self.image.resource_configs if kind == resource_type)
+
+    async def set_resource_configs(self, resource_type: int, resource_name: str, wanted: Mapping[str, str],
+                                   validate_only: bool = False) -> None:
+        """Make ``wanted`` the configs of a GROUP or CLIENT_METRICS resource through the
+        controller (ConfigRecords); returns once this broker has replayed them."""
+        current = self.resource_configs(resource_type, resource_name)
+        m = alter_configs_v1
+        ops = [m.AlterableConfig(name=k, config_operation=_SET, value=v)
+               for k, v in wanted.items() if current.get(k) != v]
+        ops += [m.AlterableConfig(name=k, config_operation=_DELETE, value=None) for k in current if k not in wanted]
+        if validate_only or not ops:
+            return
+        response = await self._forward(44, 1, m.IncrementalAlterConfigsRequest(
+            resources=(m.AlterConfigsResource(resource_type=i8(resource_type), resource_name=resource_name,
+                                              configs=tuple(ops)),),
+            validate_only=False,
+        ))
+        result = response.responses[0]
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
+        await self._until(lambda: self.resource_configs(resource_type, resource_name) == dict(wanted))
+
     def check_replica_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
         check_replica_lists(replica_lists, self.image.brokers)
 

@@ -29,9 +29,11 @@ import asyncio
 import logging
 import re
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from kbroker.config.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, group_int
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups import assignors, migration
 from kbroker.groups.assignors import Assignment, MemberSubscription
@@ -122,6 +124,9 @@ class ConsumerGroupCoordinator:
         self.log = ConsumerGroupLog(store)
         self.session_timeout_ms = settings.session_timeout_ms
         self.heartbeat_interval_ms = settings.heartbeat_interval_ms
+        # A group's own configs (GROUP config resource; the composition root reads them from the
+        # metadata log): consumer.session.timeout.ms / consumer.heartbeat.interval.ms override the above.
+        self.group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
         self.max_size = settings.max_size
         self.assignors = settings.assignors
         self.migration_policy = settings.migration_policy
@@ -245,7 +250,9 @@ class ConsumerGroupCoordinator:
         self.persist(group)
         full = (req.rebalance_timeout_ms != -1 and req.owned is not None and
                 (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
-        return HeartbeatResult(member.member_id, member.member_epoch, self.heartbeat_interval_ms,
+        interval_ms = group_int(self.group_configs(group.group_id), CONSUMER_HEARTBEAT_INTERVAL_MS,
+                                self.heartbeat_interval_ms)
+        return HeartbeatResult(member.member_id, member.member_epoch, interval_ms,
                                member.assigned if (changed or full or is_new) else None)
 
     def _group_for(self, group_id: str, create: bool) -> ConsumerGroup:
@@ -362,7 +369,10 @@ class ConsumerGroupCoordinator:
 
     def bump(self, group: ConsumerGroup, topics: TopicMap, reason: str) -> None:
         group.group_epoch += 1
-        self._compute_target(group, topics)
+        if group.members:
+            self._compute_target(group, topics)
+        else:  # as Kafka: an empty group has no target to compute; its assignment epoch stays
+            group.target = {}
         log.info("consumer group %s epoch %d (%d members): %s", group.group_id, group.group_epoch,
                  len(group.members), reason)
 
@@ -392,7 +402,8 @@ class ConsumerGroupCoordinator:
     def schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        timeout_ms = member.classic[0] if member.classic is not None else self.session_timeout_ms
+        timeout_ms = member.classic[0] if member.classic is not None else group_int(
+            self.group_configs(group.group_id), CONSUMER_SESSION_TIMEOUT_MS, self.session_timeout_ms)
         member.session_timer = asyncio.get_running_loop().call_later(
             timeout_ms / 1000, self._session_expired, group, member)
 

@@ -8,8 +8,9 @@ value, a key given twice, a resource named twice in one request or the topic "" 
 new configuration at once.
 BROKER resources (this broker's id, or "" for the cluster-wide default): the given configs
 replace that resource's dynamic broker configs, validated as Kafka does
-(kbroker/config/dynamic_broker_config.py). BROKER_LOGGER (which Kafka rejects here too) and
-other resource types answer INVALID_REQUEST.
+(kbroker/config/dynamic_broker_config.py). GROUP and CLIENT_METRICS resources: the given
+configs replace the resource's (kbroker/config/config_resources.py alter_other). BROKER_LOGGER
+(which Kafka rejects here too) and other resource types answer INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from typing import Protocol
 from kbroker.config.config_resources import (
     DEFAULT_TOPIC_RESOURCE,
     RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
+    alter_other,
     answer_each_resource,
     check_broker_resource,
     null_value_error,
@@ -46,11 +50,11 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
 
 
 async def _alter(ctx: RequestContext[Services], resource: object, validate_only: bool) -> None:
-    if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
+    if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_CLIENT_METRICS):
         raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
     if resource.resource_type == RESOURCE_BROKER:
         check_broker_resource(ctx.services.cluster.node_id, resource.resource_name)
-    elif resource.resource_name == "":
+    elif resource.resource_type == RESOURCE_TOPIC and resource.resource_name == "":
         raise KafkaError(ErrorCode.invalid_request, DEFAULT_TOPIC_RESOURCE)
     configs: dict[str, str] = {}
     for config in resource.configs:
@@ -60,7 +64,9 @@ async def _alter(ctx: RequestContext[Services], resource: object, validate_only:
             raise null_value_error(config.name)
         configs[config.name] = config.value
     catalogue = ctx.services.catalogue
-    if resource.resource_type == RESOURCE_BROKER:
+    if resource.resource_type in (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS):
+        await alter_other(catalogue, resource.resource_type, resource.resource_name, configs, validate_only)
+    elif resource.resource_type == RESOURCE_BROKER:
         validate_dynamic_broker_configs(resource.resource_name, configs)
         await catalogue.set_broker_configs(resource.resource_name, configs, validate_only)
     else:

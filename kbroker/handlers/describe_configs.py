@@ -17,9 +17,8 @@ description; synonyms are the layers of the key and of the keys that set it in o
 as in Kafka. Another broker id: INVALID_REQUEST ("Unexpected broker id ..."), as Kafka answers.
 configuration_keys restricts the answer (null or empty: all); an unknown key is simply absent.
 A successful resource has error message "" (Kafka's answer), a failed one the reason.
-Deviations: BROKER_LOGGER answers an empty list (no per-logger levels exposed yet); other
-resource types (client metrics, groups) answer
-INVALID_REQUEST.
+GROUP, CLIENT_METRICS and BROKER_LOGGER resources: kbroker/config/config_resources.py
+(describe_other). Deviation: group keys carry no documentation.
 """
 
 from __future__ import annotations
@@ -29,10 +28,11 @@ from typing import Protocol
 
 from kbroker.config.broker_catalogue import BROKER_CONFIGS, BrokerConfigDef, InvalidValue, kafka_string, synonyms
 from kbroker.config.config_resources import (
+    OTHER_TYPES,
     RESOURCE_BROKER,
-    RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
     check_broker_resource,
+    describe_other,
 )
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
@@ -94,9 +94,9 @@ def _entries(
         check_broker_resource(ctx.services.cluster.node_id, name, describing=True)
         # "" names the cluster-wide dynamic defaults, not this node.
         return list(_broker_entries(ctx)) if name else list(_cluster_default_entries(ctx))
-    if resource_type == RESOURCE_BROKER_LOGGER:
-        check_broker_resource(ctx.services.cluster.node_id, name, describing=True)
-        return []
+    if resource_type in OTHER_TYPES:  # GROUP, CLIENT_METRICS, BROKER_LOGGER
+        entries = describe_other(ctx.services.catalogue, ctx.services.cluster.node_id, resource_type, name)
+        return [(entry, False) for entry in entries]
     raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {resource_type}")
 
 
@@ -188,7 +188,9 @@ def _describe(m: object, request: object, entry: ConfigEntry, read_only: bool) -
         value=entry.value,
         read_only=read_only,
         config_source=int(entry.source),
-        is_sensitive=entry.type in (ConfigType.UNKNOWN, ConfigType.PASSWORD),
+        # A dynamic key of unknown type may be a secret; a logger's level (no type either) is not.
+        is_sensitive=entry.type == ConfigType.PASSWORD
+        or (entry.type == ConfigType.UNKNOWN and entry.source != ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG),
         synonyms=synonyms,
         config_type=int(entry.type),
         documentation=documentation,

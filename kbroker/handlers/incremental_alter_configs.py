@@ -13,8 +13,8 @@ operation; kbroker says what is wrong).
 BROKER resources (this broker's id, or "" for the cluster-wide default) change dynamic broker
 configs the same way, validated as Kafka does (kbroker/config/dynamic_broker_config.py) and
 stored by the controller.
-Deviations: BROKER_LOGGER answers INVALID_REQUEST (log levels cannot be changed remotely yet),
-as do other resource types.
+GROUP, CLIENT_METRICS and BROKER_LOGGER resources: kbroker/config/config_resources.py
+(incremental_alter_other); other resource types answer INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from kbroker.config.config_resources import (
-    BROKER_LOGGER_UNSUPPORTED,
     DEFAULT_TOPIC_RESOURCE,
+    OTHER_TYPES,
     RESOURCE_BROKER,
-    RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
     answer_each_resource,
     check_broker_resource,
+    incremental_alter_other,
     null_value_error,
 )
 from kbroker.config.dynamic_broker_config import not_acted_on, validate_dynamic_broker_configs
@@ -62,10 +62,11 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
 
 
 async def _alter(ctx: RequestContext[Services], resource: object, validate_only: bool) -> None:
-    if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+    if resource.resource_type in OTHER_TYPES:  # GROUP, CLIENT_METRICS, BROKER_LOGGER
+        await incremental_alter_other(ctx.services.catalogue, ctx.services.cluster.node_id, resource, validate_only)
+        return
+    if resource.resource_type == RESOURCE_BROKER:
         check_broker_resource(ctx.services.cluster.node_id, resource.resource_name)
-        if resource.resource_type == RESOURCE_BROKER_LOGGER:
-            raise KafkaError(ErrorCode.invalid_request, BROKER_LOGGER_UNSUPPORTED)
         await _alter_broker(ctx, resource, validate_only)
         return
     if resource.resource_type != RESOURCE_TOPIC:

@@ -19,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from kbroker.cluster.broker_lifecycle import BrokerLifecycleManager
+from kbroker.config.config_resources import RESOURCE_GROUP
 from kbroker.config.kafka_config import KafkaConfig
 from kbroker.config.settings import (
     group_coordinator_settings,
@@ -89,6 +90,7 @@ class Broker:
         self.consumer_coordinator = ConsumerGroupCoordinator(group_settings.consumer, self.controller,
                                                              self.group_coordinator, self.offset_store, clock)
         self.group_coordinator.consumer = self.consumer_coordinator
+        self.consumer_coordinator.group_configs = functools.partial(self.controller.resource_configs, RESOURCE_GROUP)
         self.group_coordinator.ownership = ownership = GroupPartitionOwnership(
             self.offset_store, self.group_coordinator, self.consumer_coordinator)
         self.controller.leadership_listeners[CONSUMER_OFFSETS_TOPIC] = ownership.on_leadership

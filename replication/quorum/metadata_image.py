@@ -47,6 +47,8 @@ METADATA_TOPIC = METADATA_LOG_TOPIC
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed id for the metadata topic
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+CLIENT_METRICS_RESOURCE = 16
+GROUP_RESOURCE = 32
 
 
 @dataclass(slots=True)
@@ -92,6 +94,8 @@ class MetadataImage:
         self.topics_by_id: dict[uuid.UUID, TopicImage] = {}
         self.cluster_configs: dict[str, str] = {}
         self.broker_configs: dict[int, dict[str, str]] = {}
+        # GROUP and CLIENT_METRICS configs by (resource type, name); a resource left with no key is dropped.
+        self.resource_configs: dict[tuple[int, str], dict[str, str]] = {}
         self.next_producer_id = 0
         self.features: dict[str, int] = {}
 
@@ -148,6 +152,16 @@ class MetadataImage:
             if topic is None:
                 return
             target = topic.configs
+        elif record.resource_type != BROKER_RESOURCE:
+            key = (record.resource_type, record.resource_name)
+            target = self.resource_configs.setdefault(key, {})
+            if record.value is None:
+                target.pop(record.name, None)
+                if not target:
+                    del self.resource_configs[key]
+            else:
+                target[record.name] = record.value
+            return
         elif record.resource_name == "":
             target = self.cluster_configs
         else:

@@ -63,6 +63,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     records += _configs(BROKER_RESOURCE, "", image.cluster_configs)
     for broker_id, configs in sorted(image.broker_configs.items()):
         records += _configs(BROKER_RESOURCE, str(broker_id), configs)
+    for (resource_type, resource_name), configs in sorted(image.resource_configs.items()):
+        records += _configs(resource_type, resource_name, configs)
     for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
         records.append(RegisterBrokerRecord(broker.broker_id, broker.incarnation_id, broker.host, broker.port,
                                             broker.rack, broker.broker_epoch))
