@@ -21,7 +21,8 @@ at once, ``consume.position``: report positions, ``until_moved``), ``produce.par
 with ``group.protocol=consumer``, KIP-848), ``group.admin`` (list/describe/delete groups, list
 and alter group offsets; ``group.list_state``: ListGroups state filter), ``group.delete_offsets``
 (OffsetDelete), ``group.raw`` (hand-built group requests: ``raw_offset_commit``), ``group.cli``
-(``kafka-consumer-groups``: ``consumer_groups``).
+(``kafka-consumer-groups``: ``consumer_groups``), ``group.assign`` (a consumer with a group id that
+assigns its partitions instead of subscribing: ``assigned_member``).
 """
 
 from __future__ import annotations
@@ -258,6 +259,12 @@ class Client:
         """A new member of ``group`` subscribed to ``topic`` (``protocol``: classic | consumer),
         auto.offset.reset earliest, no auto commit, short session timeout for classic."""
         raise Unsupported("group")
+
+    def assigned_member(self, topic: str, group: str, protocol: str, partitions: list[int]) -> GroupMember:
+        """A consumer with ``group.id`` ``group`` and ``group.protocol`` ``protocol`` that assigns
+        itself ``partitions`` of ``topic`` (no subscription, so it never joins the group) and
+        commits offsets for them: a "simple" group member, as GroupMember otherwise."""
+        raise Unsupported("group.assign")
 
     def list_groups(self, state: str | None = None) -> Json:
         """[[group id, state, ...]] sorted, what the client reports per group; ``state`` (feature

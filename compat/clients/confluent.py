@@ -60,9 +60,11 @@ def _enum(value: Any) -> Any:
 
 
 class ConfluentMember(GroupMember):
-    """Consumer.subscribe with ``group.protocol`` classic or consumer (KIP-848)."""
+    """Consumer.subscribe with ``group.protocol`` classic or consumer (KIP-848), or (``assign``)
+    Consumer.assign of those partitions from their committed offsets."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, protocol: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, protocol: str,
+                 assign: list[int] | None = None) -> None:
         from confluent_kafka import Consumer
 
         config: dict[str, Any] = {
@@ -73,7 +75,12 @@ class ConfluentMember(GroupMember):
             config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
         self.topic = topic
         self.consumer = Consumer(config)
-        self.consumer.subscribe([topic])
+        if assign is None:
+            self.consumer.subscribe([topic])
+        else:
+            from confluent_kafka import OFFSET_STORED, TopicPartition
+
+            self.consumer.assign([TopicPartition(topic, p, OFFSET_STORED) for p in assign])
 
     def poll(self, timeout_ms: int = 100) -> list[Json]:
         out = []
@@ -145,7 +152,7 @@ class ConfluentClient(Client):
     FEATURES = frozenset(
         ADMIN_FEATURES | {"list_offsets.max_timestamp", "list_offsets.isolation", "transactions"} | PRODUCE_FEATURES
         | (CONSUME_FEATURES - {"consume.position"}) | {"group", "group.consumer_protocol", "group.admin",
-                                                                 "group.list_state"}
+                                                                 "group.list_state", "group.assign"}
     )
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
@@ -298,6 +305,9 @@ class ConfluentClient(Client):
     # --- groups ------------------------------------------------------------------------------
     def group_member(self, topic: str, group: str, protocol: str = "classic") -> GroupMember:
         return ConfluentMember(self.bootstrap, topic, group, protocol)
+
+    def assigned_member(self, topic: str, group: str, protocol: str, partitions: list[int]) -> GroupMember:
+        return ConfluentMember(self.bootstrap, topic, group, protocol, partitions)
 
     def list_groups(self, state: str | None = None) -> Json:
         from confluent_kafka import ConsumerGroupState

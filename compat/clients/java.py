@@ -51,7 +51,8 @@ class JavaClient(Client):
     name = "java"
     FEATURES = frozenset(
         ADMIN_FEATURES | {"list_offsets.max_timestamp", "list_offsets.isolation", "transactions"} | PRODUCE_FEATURES
-        | CONSUME_FEATURES | {"group", "group.consumer_protocol", "group.admin", "group.delete_offsets"}
+        | CONSUME_FEATURES | {"group", "group.consumer_protocol", "group.admin", "group.delete_offsets",
+                              "group.assign"}
     )
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
@@ -114,6 +115,9 @@ class JavaClient(Client):
     def group_member(self, topic: str, group: str, protocol: str = "classic") -> GroupMember:
         return JavaMember(self, topic, group, protocol)
 
+    def assigned_member(self, topic: str, group: str, protocol: str, partitions: list[int]) -> GroupMember:
+        return JavaMember(self, topic, group, protocol, partitions)
+
     def list_groups(self, state: str | None = None) -> Json:
         if state is not None:
             raise Unsupported("list_groups state filter")
@@ -174,19 +178,21 @@ HANDLES = itertools.count()
 
 
 class JavaMember(GroupMember):
-    """A KafkaConsumer subscribed in a group (classic, or group.protocol=consumer), kept in the
-    driver JVM under a handle between requests. One JVM serves all members, so they poll in
-    turn (the Java consumer's poll honours its timeout during a rebalance)."""
+    """A KafkaConsumer subscribed in a group (classic, or group.protocol=consumer), or with
+    ``assign`` assigned those partitions, kept in the driver JVM under a handle between requests.
+    One JVM serves all members, so they poll in turn (the Java consumer's poll honours its
+    timeout during a rebalance)."""
 
     POLL_IN_THREADS = False
 
-    def __init__(self, client: JavaClient, topic: str, group: str, protocol: str) -> None:
+    def __init__(self, client: JavaClient, topic: str, group: str, protocol: str,
+                 assign: list[int] | None = None) -> None:
         self.client, self.topic = client, topic
         self.handle = f"{group}#{next(HANDLES)}"
         props = {"group.id": group, "group.protocol": protocol, "fetch.max.wait.ms": 100}
         if protocol == "classic":  # the consumer protocol takes these from the broker
             props.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
-        self._step("open", props=props)
+        self._step("open", props=props, assign=assign)
 
     def _step(self, step: str, **args: Any) -> Any:
         return self.client._call("member", handle=self.handle, step=step, topic=self.topic, **args)

@@ -318,7 +318,8 @@ public final class CompatDriver {
     static final Map<String, KafkaConsumer<byte[], byte[]>> MEMBERS = new HashMap<>();
 
     /** A subscribed KafkaConsumer's steps: "step" = open | poll | assignment | positions | commit |
-     *  committed | close. open: props (group.id, group.protocol, ...) and topic; poll: records
+     *  committed | close. open: props (group.id, group.protocol, ...) and topic, and "assign" (a
+     *  list of partitions to assign instead of subscribing, or null); poll: records
      *  within timeout_ms; commit: {partition: [offset, metadata]}; committed: partitions. */
     static JsonNode member(String bootstrap, JsonNode r) {
         String handle = r.get("handle").asText(), step = r.get("step").asText(), topic = r.get("topic").asText();
@@ -329,7 +330,13 @@ public final class CompatDriver {
             KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p,
                 new org.apache.kafka.common.serialization.ByteArrayDeserializer(),
                 new org.apache.kafka.common.serialization.ByteArrayDeserializer());
-            c.subscribe(List.of(topic));
+            JsonNode assign = r.get("assign");
+            if (assign == null || assign.isNull()) c.subscribe(List.of(topic));
+            else {  // a consumer that assigns its partitions: it never joins the group
+                List<TopicPartition> tps = new ArrayList<>();
+                for (JsonNode n : assign) tps.add(new TopicPartition(topic, n.asInt()));
+                c.assign(tps);
+            }
             MEMBERS.put(handle, c);
             return NullNode.getInstance();
         }

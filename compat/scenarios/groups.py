@@ -9,6 +9,7 @@ got which partitions. ``drive`` polls the members round-robin with a bounded dea
 
 from __future__ import annotations
 
+import datetime
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -271,3 +272,91 @@ def consumer_groups_tool(run: Run) -> Any:
         "delete": cli.consumer_groups("--delete", *g),
         "describe-deleted": cli.consumer_groups("--describe", *g),
     }
+
+
+def assign_commit(run: Run, protocol: str) -> dict[str, Any]:
+    """A consumer with a group id that assigns its two partitions reads to the end and commits;
+    a second such consumer of the group resumes exactly after the commit."""
+    t = run.topic(partitions=2)
+    group = group_id(run)
+    fill(run, t, 2, 4)
+    first = run.client.assigned_member(t, group, protocol, [0, 1])
+    try:
+        out: dict[str, Any] = {"records": short(drive([first], 2, {0: 4, 1: 4}))}
+        out["commit"] = first.commit({0: (3, "a"), 1: (1, "b")})
+        out["committed"] = first.committed([0, 1])
+    finally:
+        first.close()
+    fill(run, t, 2, 1, first=4)
+    second = run.client.assigned_member(t, group, protocol, [0, 1])
+    try:
+        out["resumed"] = short(drive([second], 2, {0: 5, 1: 5}))
+        out["committed-second"] = second.committed([0, 1])
+    finally:
+        second.close()
+    if run.supports("group.admin"):
+        out["describe"] = run.client.describe_group(group)
+    return out
+
+
+@scenario("groups/assign-commit", needs=G | {"group.assign"})
+def assign_commit_classic(run: Run) -> Any:
+    """assign() (no subscription) and commit with the classic protocol: the commit creates a
+    simple group (Empty, no members) and a new consumer resumes from it."""
+    return assign_commit(run, "classic")
+
+
+@scenario("groups/assign-commit-consumer-protocol", needs=G | {"group.assign", "group.consumer_protocol"})
+def assign_commit_consumer(run: Run) -> Any:
+    """assign() and commit with group.protocol=consumer: librdkafka sends OffsetCommit v9 with its
+    own member id and epoch -1; Kafka creates a simple group and accepts it (kbroker answered
+    GROUP_ID_NOT_FOUND, so such consumers never kept a commit)."""
+    return assign_commit(run, "consumer")
+
+
+@scenario("groups/consumer-protocol-first-epochs", needs={"produce"}, clients=("confluent",))
+def consumer_protocol_first_epochs(run: Run) -> Any:
+    """Raw ConsumerGroupHeartbeat v1 (kio over a socket: no client shows the epochs) for a new
+    group, one member subscribing to a 2-partition topic: the member epoch of the first answer
+    (Kafka 4.3 starts a group at epoch 1, so the join bumps it to 2), the next heartbeat, the
+    epochs ConsumerGroupDescribe reports, and the group epoch once the member left."""
+    from kio.schema.consumer_group_describe.v1 import request as describe
+    from kio.schema.consumer_group_heartbeat.v1 import request as heartbeat
+    from kio.schema.find_coordinator.v4 import request as find_coordinator
+    from kio.static.primitive import i8, i32, i32Timedelta
+
+    from compat.harness import wait_until
+    from compat.scenarios.protocol import RawConnection
+
+    t = run.topic(partitions=2)
+    group, member = group_id(run), "m-" + run.name()
+    conn = RawConnection(run.target.bootstrap)
+
+    def beat(epoch: int, **fields: Any) -> Any:
+        r = conn.request(68, 1, heartbeat.ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=member, member_epoch=i32(epoch), **fields))
+        parts = None if r.assignment is None else sorted(p for tp in r.assignment.topic_partitions
+                                                         for p in tp.partitions)
+        return [r.error_code.name.upper(), r.member_epoch, parts]
+
+    def described() -> Any:
+        g = conn.request(69, 1, describe.ConsumerGroupDescribeRequest(
+            group_ids=(group,), include_authorized_operations=False)).groups[0]
+        return [g.group_state, g.group_epoch, g.assignment_epoch, [m.member_epoch for m in g.members]]
+
+    try:
+        # A client finds the coordinator first (which makes __consumer_offsets on a fresh broker).
+        found, answer = wait_until(lambda: conn.request(10, 4, find_coordinator.FindCoordinatorRequest(
+            key_type=i8(0), coordinator_keys=(group,))).coordinators[0].error_code.value, lambda code: code == 0,
+                                   DRIVE_TIMEOUT_S)
+        if not found:
+            raise GroupTimeout(f"FindCoordinator for {group} kept answering error {answer}")
+        first = beat(0, rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+                     subscribed_topic_names=(t,), topic_partitions=())
+        out: dict[str, Any] = {"join": first, "next": beat(first[1], topic_partitions=None),
+                               "describe": described()}
+        out["leave"] = beat(-1, topic_partitions=None)
+        out["describe-after-leave"] = described()
+        return out
+    finally:
+        conn.close()

@@ -432,16 +432,19 @@ class ClassicGroupCoordinator:
     def validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                         api_version: int, transactional: bool = False) -> None:
         """Raises the error an OffsetCommit (or, ``transactional``, a TxnOffsetCommit) gets for this
-        group, as Kafka's classic-group checks; a commit with generation -1 and no member to a group
-        without members is a simple commit. A transactional commit without member or generation is
-        accepted whatever the group's state, and one during CompletingRebalance too, as in Kafka."""
+        group, as Kafka's OffsetMetadataManager and ClassicGroup checks. A commit at generation -1
+        to a group that does not exist creates it as a simple (Empty) group and is accepted,
+        whatever member id it names: an admin client, or a consumer that assigns its partitions
+        (librdkafka's with group.protocol=consumer sends its own member id). A commit from a
+        member of a Stable or rebalancing group counts as its heartbeat."""
         group = self.registry.classic(group_id)
         if group is None or group.is_in(_D):
-            if generation >= 0 or member_id or instance_id is not None:
+            if generation >= 0:
                 raise KafkaError(ErrorCode.group_id_not_found if api_version >= 9 and not transactional
                                  else ErrorCode.illegal_generation)
-            self.registry.add(ClassicGroup(group_id, self.clock.wall_ms()))
-            return
+            log.info("group %s: creating a simple consumer group via manual offset commit", group_id)
+            group = ClassicGroup(group_id, self.clock.wall_ms())
+            self.registry.add(group)
         if generation < 0 and group.is_in(_E):
             return
         if generation >= 0 or member_id or instance_id is not None:
@@ -450,12 +453,12 @@ class ClassicGroupCoordinator:
                 raise KafkaError(error)
             if generation != group.generation_id:
                 raise KafkaError(ErrorCode.illegal_generation)
-        elif transactional:
-            return
-        else:
+        elif not transactional:
             raise KafkaError(ErrorCode.unknown_member_id)
         if group.is_in(_C) and not transactional:
             raise KafkaError(ErrorCode.rebalance_in_progress)
+        if not transactional and group.is_in(_S, _P):
+            self.schedule_session(group, group.members[member_id])
 
     def delete_group(self, group_id: str) -> ErrorCode:
         group = self.registry.classic(group_id)

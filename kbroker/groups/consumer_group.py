@@ -110,7 +110,9 @@ class ConsumerGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
+        # Kafka 4.3 starts a new group at epoch 1, so its first member's join bumps it to 2 and
+        # no member of a live group ever holds the epoch 0 a joining member sends.
+        self.group_epoch = 1
         self.assignment_epoch = 0
         self.assignor_name = ""
         self.members: dict[str, ConsumerMember] = {}

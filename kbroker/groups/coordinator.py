@@ -146,8 +146,11 @@ class GroupCoordinator:
         if not transactional:
             cc.validate_commit(group, member_id, generation, api_version)
             return
-        # Kafka: no API-version rule for a transactional commit, and a stale epoch is ILLEGAL_GENERATION
+        # Kafka: no API-version rule for a transactional commit, and a stale epoch is ILLEGAL_GENERATION;
+        # one that names no member at all (generation -1, no member or instance id) is accepted.
         if generation < 0 and not group.members:
+            return
+        if generation == -1 and not member_id and instance_id is None:
             return
         member = group.members.get(member_id)
         if member is None:

@@ -1,16 +1,19 @@
 """OffsetCommit (key 8), v2-10 (Kafka 4.3's range; v0-1 were removed in Kafka 4).
 
-Commits go through the GroupCoordinator's classic checks, then the OffsetStore, and are
-acknowledged only after the records are in the OS. A commit with generation -1 and no member
-id to a group without members is a simple (standalone) commit and creates the group if needed;
-a generation or member id for an unknown group: ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND v9+);
-for a known group UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (v7+), ILLEGAL_GENERATION, or
-REBALANCE_IN_PROGRESS while CompletingRebalance. A consumer (KIP-848) group checks the member
-epoch instead (ConsumerGroupCoordinator.validate_commit): UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH,
-UNSUPPORTED_VERSION below v9. Group errors apply to every partition.
-Per partition: UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist (v10 names topics by
-id: UNKNOWN_TOPIC_ID), OFFSET_METADATA_TOO_LARGE past offset.metadata.max.bytes. The retention
-time of v2-4 is ignored, as Kafka 4 does (offsets.retention.minutes applies).
+As Kafka's KafkaApis, partitions of topics that do not exist (v10 names topics by id:
+UNKNOWN_TOPIC_ID) or beyond a topic's partition count get UNKNOWN_TOPIC_OR_PARTITION first; a
+request left with no partition is answered without reaching the group coordinator. The rest go
+through the GroupCoordinator's checks (``validate_commit``), whose error applies to all of them:
+a commit at generation -1 to a group that does not exist creates a simple group and is accepted
+whatever member id it carries (librdkafka's consumers with group.protocol=consumer that assign
+their partitions send their own id); a generation for an unknown group: ILLEGAL_GENERATION
+(GROUP_ID_NOT_FOUND v9+); for a known classic group UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (v7+),
+ILLEGAL_GENERATION, or REBALANCE_IN_PROGRESS while CompletingRebalance. A consumer (KIP-848)
+group checks the member epoch instead (ConsumerGroupCoordinator.validate_commit):
+UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, UNSUPPORTED_VERSION below v9. Then per partition
+OFFSET_METADATA_TOO_LARGE past offset.metadata.max.bytes. An empty group id is a group id like
+any other, as in Kafka (only a null one, which the schema cannot carry, is INVALID_GROUP_ID).
+The retention time of v2-4 is ignored, as Kafka 4 does (offsets.retention.minutes applies).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ committed partition of the group. v7+ require_stable: a partition with offsets p
 open transaction answers UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka's. v8+ batches
 groups, each with its own error; v10 names topics by id (UNKNOWN_TOPIC_ID for an unknown id).
 v9+ member id / member epoch: checked for consumer (KIP-848) groups (UNKNOWN_MEMBER_ID,
-STALE_MEMBER_EPOCH; none given: accepted, as from an admin client); deviation: not checked for
-classic groups.
+STALE_MEMBER_EPOCH; none given: accepted, as from an admin client); not checked for classic
+groups, as Kafka's ClassicGroup does not. An empty group id is fetched like any other, as Kafka
+does (its INVALID_GROUP_ID is for a null id, which the schema cannot carry).
 """
 
 from __future__ import annotations
@@ -67,15 +68,13 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     require_stable = getattr(request, "require_stable", False)
     if ctx.api_version < FIRST_BATCHED:
-        error = ErrorCode.invalid_group_id if not request.group_id else ErrorCode.none
-        error = error or ctx.services.classic_groups.coordinator_error(request.group_id)
+        error = ctx.services.classic_groups.coordinator_error(request.group_id)
         topics = () if error else _group_topics(ctx, m, request.group_id, request.topics, require_stable,
                                                 m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition)
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
     groups = []
     for group in request.groups:
-        error = ErrorCode.invalid_group_id if not group.group_id else ErrorCode.none
-        error = error or ctx.services.classic_groups.coordinator_error(group.group_id)
+        error = ctx.services.classic_groups.coordinator_error(group.group_id)
         if not error:
             try:  # v9+ members of a consumer (KIP-848) group fetch at their current member epoch
                 ctx.services.consumer_groups.validate_fetch(

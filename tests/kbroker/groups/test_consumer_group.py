@@ -53,13 +53,13 @@ def error_of(call: Callable[[], object]) -> ErrorCode:
     return info.value.code
 
 
-def test_single_member_gets_everything_at_epoch_one() -> None:
+def test_single_member_gets_everything_at_epoch_two() -> None:
     def t() -> None:
         c, _ = make()
         r = join(c, "a")
-        assert (r.member_epoch, r.assignment) == (1, {T: set(range(6))})
+        assert (r.member_epoch, r.assignment) == (2, {T: set(range(6))})
         assert c.groups["g"].state is GroupState.STABLE
-        assert beat(c, "a", 1, None).assignment is None  # nothing changed: no assignment sent
+        assert beat(c, "a", 2, None).assignment is None  # nothing changed: no assignment sent
     run(t)
 
 
@@ -69,20 +69,20 @@ def test_revocation_before_assignment() -> None:
         join(c, "a")
         r = join(c, "b")
         # b's partitions are still a's: b moves to epoch 2 with nothing, waiting for the release
-        assert (r.member_epoch, r.assignment) == (2, {})
+        assert (r.member_epoch, r.assignment) == (3, {})
         group = c.groups["g"]
         assert group.members["b"].state is MemberState.UNRELEASED_PARTITIONS
         assert group.state is GroupState.RECONCILING
         # a is asked to revoke three partitions and keeps epoch 1 until it has
-        r = beat(c, "a", 1, {T: set(range(6))})
+        r = beat(c, "a", 2, {T: set(range(6))})
         kept = r.assignment[T]
-        assert r.member_epoch == 1 and len(kept) == 3
+        assert r.member_epoch == 2 and len(kept) == 3
         assert group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
-        assert beat(c, "b", 2, {}).assignment is None  # still held by a
+        assert beat(c, "b", 3, {}).assignment is None  # still held by a
         # a confirms: it owns only what it kept, and moves to epoch 2
-        r = beat(c, "a", 1, {T: kept})
-        assert (r.member_epoch, r.assignment) == (2, {T: kept})
-        r = beat(c, "b", 2, {})
+        r = beat(c, "a", 2, {T: kept})
+        assert (r.member_epoch, r.assignment) == (3, {T: kept})
+        r = beat(c, "b", 3, {})
         assert r.assignment == {T: set(range(6)) - kept}
         assert group.state is GroupState.STABLE
     run(t)
@@ -104,7 +104,7 @@ def test_three_members_converge_disjoint_and_complete() -> None:
                     owned[m] = set(r.assignment.get(T, set()))
         assert sorted(len(p) for p in owned.values()) == [2, 2, 2]
         assert set().union(*owned.values()) == set(range(6))
-        assert c.groups["g"].state is GroupState.STABLE and set(epochs.values()) == {3}
+        assert c.groups["g"].state is GroupState.STABLE and set(epochs.values()) == {4}
     run(t)
 
 
@@ -112,16 +112,16 @@ def test_member_epoch_fencing_and_lost_response() -> None:
     def t() -> None:
         c, _ = make()
         join(c, "a")
-        assert error_of(lambda: beat(c, "a", 5, None)) == ErrorCode.fenced_member_epoch
-        assert error_of(lambda: beat(c, "zz", 1, None)) == ErrorCode.unknown_member_id
+        assert error_of(lambda: beat(c, "a", 6, None)) == ErrorCode.fenced_member_epoch
+        assert error_of(lambda: beat(c, "zz", 2, None)) == ErrorCode.unknown_member_id
         join(c, "b")
-        r = beat(c, "a", 1, {T: set(range(6))})
+        r = beat(c, "a", 2, {T: set(range(6))})
         kept = r.assignment[T]
-        r = beat(c, "a", 1, {T: kept})
-        assert r.member_epoch == 2
+        r = beat(c, "a", 2, {T: kept})
+        assert r.member_epoch == 3
         # the response with epoch 2 was lost: epoch 1 with a subset of the assignment is accepted
-        assert beat(c, "a", 1, {T: kept}).member_epoch == 2
-        assert error_of(lambda: beat(c, "a", 1, {T: set(range(6))})) == ErrorCode.fenced_member_epoch
+        assert beat(c, "a", 2, {T: kept}).member_epoch == 3
+        assert error_of(lambda: beat(c, "a", 2, {T: set(range(6))})) == ErrorCode.fenced_member_epoch
         assert error_of(lambda: beat(c, "a", 0, None)) == ErrorCode.invalid_request  # join needs a subscription
     run(t)
 
@@ -131,23 +131,23 @@ def test_leave_reassigns_and_session_and_rebalance_timeouts_fence() -> None:
         c, _ = make(session_timeout_ms=200)
         join(c, "a")
         join(c, "b", rebalance_ms=100)
-        r = beat(c, "a", 1, {T: set(range(6))})
+        r = beat(c, "a", 2, {T: set(range(6))})
         kept = r.assignment[T]
-        beat(c, "a", 1, {T: kept})
-        r = beat(c, "b", 2, {})
+        beat(c, "a", 2, {T: kept})
+        r = beat(c, "b", 3, {})
         b_parts = r.assignment[T]
-        assert beat(c, "b", 2, {T: b_parts}).member_epoch == 2
+        assert beat(c, "b", 3, {T: b_parts}).member_epoch == 3
         r = c.heartbeat(HeartbeatRequest("g", "b", -1))
         assert r.member_epoch == -1
         group = c.groups["g"]
-        assert group.group_epoch == 3 and set(group.members) == {"a"}
-        r = beat(c, "a", 2, {T: kept})
-        assert (r.member_epoch, r.assignment) == (3, {T: set(range(6))})
+        assert group.group_epoch == 4 and set(group.members) == {"a"}
+        r = beat(c, "a", 3, {T: kept})
+        assert (r.member_epoch, r.assignment) == (4, {T: set(range(6))})
         # a stops heartbeating: removed after its session timeout, the group becomes Empty
         deadline = asyncio.get_running_loop().time() + 5
         while group.members and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.05)
-        assert group.state is GroupState.EMPTY and group.group_epoch == 4
+        assert group.state is GroupState.EMPTY and group.group_epoch == 5
 
     asyncio.run(body())
 
@@ -157,13 +157,13 @@ def test_member_that_does_not_revoke_is_fenced_after_rebalance_timeout() -> None
         c, _ = make()
         join(c, "a", rebalance_ms=100)
         join(c, "b")
-        beat(c, "a", 1, {T: set(range(6))})  # asked to revoke; never confirms
+        beat(c, "a", 2, {T: set(range(6))})  # asked to revoke; never confirms
         group = c.groups["g"]
         deadline = asyncio.get_running_loop().time() + 5
         while "a" in group.members and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
         assert set(group.members) == {"b"}
-        assert beat(c, "b", 2, {}).assignment == {T: set(range(6))}
+        assert beat(c, "b", 3, {}).assignment == {T: set(range(6))}
 
     asyncio.run(body())
 
@@ -195,8 +195,8 @@ def test_regex_subscription_picks_up_a_new_topic() -> None:
         assert r.assignment == {first: {0, 1}}
         new = uuid.UUID(int=99)
         controller.topics["orders-2"] = SimpleNamespace(topic_id=new, partitions=3)
-        r = beat(c, "a", 1, {first: {0, 1}})
-        assert (r.member_epoch, r.assignment) == (2, {first: {0, 1}, new: {0, 1, 2}})
+        r = beat(c, "a", 2, {first: {0, 1}})
+        assert (r.member_epoch, r.assignment) == (3, {first: {0, 1}, new: {0, 1, 2}})
     run(t)
 
 
@@ -209,9 +209,9 @@ def test_static_member_leaves_temporarily_and_is_replaced() -> None:
         assert r.member_epoch == -2
         r = join(c, "a2", instance_id="i1")
         # the new member id takes over the assignment without a rebalance
-        assert (r.member_epoch, r.assignment) == (1, {T: set(range(6))})
-        assert c.groups["g"].group_epoch == 1
-        assert error_of(lambda: beat(c, "a", 1, None, instance_id="i1")) == ErrorCode.unknown_member_id
+        assert (r.member_epoch, r.assignment) == (2, {T: set(range(6))})
+        assert c.groups["g"].group_epoch == 2
+        assert error_of(lambda: beat(c, "a", 2, None, instance_id="i1")) == ErrorCode.unknown_member_id
     run(t)
 
 
@@ -220,10 +220,10 @@ def test_offset_commit_checks_the_member_epoch() -> None:
         c, _ = make()
         join(c, "a")
         group = c.groups["g"]
-        c.validate_commit(group, "a", 1, 9)
+        c.validate_commit(group, "a", 2, 9)
         assert error_of(lambda: c.validate_commit(group, "a", 0, 9)) == ErrorCode.stale_member_epoch
-        assert error_of(lambda: c.validate_commit(group, "x", 1, 9)) == ErrorCode.unknown_member_id
-        assert error_of(lambda: c.validate_commit(group, "a", 1, 8)) == ErrorCode.unsupported_version
+        assert error_of(lambda: c.validate_commit(group, "x", 2, 9)) == ErrorCode.unknown_member_id
+        assert error_of(lambda: c.validate_commit(group, "a", 2, 8)) == ErrorCode.unsupported_version
         assert error_of(lambda: c.validate_commit(group, "", -1, 9)) == ErrorCode.unknown_member_id
         c.validate_fetch("g", None, -1)
         assert error_of(lambda: c.validate_fetch("g", "a", 7)) == ErrorCode.stale_member_epoch
@@ -250,12 +250,12 @@ def test_records_replay_into_the_same_group() -> None:
         c, controller = make(store=store)
         join(c, "a", instance_id="i1")
         join(c, "b", server_assignor="range")
-        r = beat(c, "a", 1, {T: set(range(6))})
+        r = beat(c, "a", 2, {T: set(range(6))})
         kept = r.assignment[T]
         written_before = len(store.log)
-        assert beat(c, "a", 1, {T: set(range(6))}).member_epoch == 1  # nothing changed: nothing written
+        assert beat(c, "a", 2, {T: set(range(6))}).member_epoch == 2  # nothing changed: nothing written
         assert len(store.log) == written_before
-        beat(c, "a", 1, {T: kept})
+        beat(c, "a", 2, {T: kept})
         join(c, "x")
         c.heartbeat(HeartbeatRequest("g", "x", -1))  # leaves: its records get tombstones
         before = c.groups["g"]

@@ -202,7 +202,7 @@ def test_consumer_group_loses_unsubscribed_offsets_then_is_deleted_when_empty() 
         classic, consumer = coordinators(world)
         consumer.heartbeat(HeartbeatRequest("cg", "a", 0, rebalance_timeout_ms=30_000,
                                             subscribed_topic_names=["t"], owned={}))
-        classic.validate_commit("cg", 1, "a", None, 9)
+        classic.validate_commit("cg", 2, "a", None, 9)
         classic.commit("cg", {("t", 0): offset(1, 0), ("u", 0): offset(2, 0), ("u", 1): offset(3, 30_000)})
         classic.expire_offsets(RETENTION_MS - 1)
         assert set(classic.store.fetch("cg")) == {("t", 0), ("u", 0), ("u", 1)}

@@ -34,7 +34,7 @@ def test_join_heartbeat_describe_and_leave(broker, cadmin) -> None:
         future.result(timeout=15)
     member = str(uuid.uuid4())
     joined = join(broker.bootstrap, "wire-g", member, ("cgh",))
-    assert (joined.error_code, joined.member_id, joined.member_epoch) == (ErrorCode.none, member, 1)
+    assert (joined.error_code, joined.member_id, joined.member_epoch) == (ErrorCode.none, member, 2)
     assert joined.heartbeat_interval == datetime.timedelta(seconds=5)  # group.consumer.heartbeat.interval.ms
     [assigned] = joined.assignment.topic_partitions
     assert sorted(assigned.partitions) == [0, 1, 2, 3]
@@ -42,9 +42,9 @@ def test_join_heartbeat_describe_and_leave(broker, cadmin) -> None:
     described = call(broker.bootstrap, describe_v1.ConsumerGroupDescribeRequest(
         group_ids=("wire-g", "nope"), include_authorized_operations=False), 1).groups
     assert (described[0].error_code, described[0].group_state, described[0].group_epoch,
-            described[0].assignment_epoch, described[0].assignor_name) == (ErrorCode.none, "Stable", 1, 1, "uniform")
+            described[0].assignment_epoch, described[0].assignor_name) == (ErrorCode.none, "Stable", 2, 2, "uniform")
     [m] = described[0].members
-    assert (m.member_id, m.member_epoch, m.subscribed_topic_names, m.member_type) == (member, 1, ("cgh",), 1)
+    assert (m.member_id, m.member_epoch, m.subscribed_topic_names, m.member_type) == (member, 2, ("cgh",), 1)
     assert [(t.topic_name, sorted(t.partitions)) for t in m.assignment.topic_partitions] == [("cgh", [0, 1, 2, 3])]
     assert (described[1].error_code, described[1].error_message) == (ErrorCode.group_id_not_found,
                                                                       "Group nope not found.")
@@ -58,7 +58,7 @@ def test_join_heartbeat_describe_and_leave(broker, cadmin) -> None:
                                                        committed_leader_epoch=-1, committed_metadata=""),)),)), 9)
         return response.topics[0].partitions[0].error_code
 
-    assert commit(1) == ErrorCode.none
+    assert commit(2) == ErrorCode.none  # a new group's first epoch is 2, as Kafka 4.3's
     assert commit(0) == ErrorCode.stale_member_epoch
 
     def fetch(epoch: int) -> int:
@@ -66,7 +66,7 @@ def test_join_heartbeat_describe_and_leave(broker, cadmin) -> None:
             group_id="wire-g", member_id=member, member_epoch=epoch, topics=None),), require_stable=False), 9)
         return response.groups[0].error_code
 
-    assert fetch(1) == ErrorCode.none
+    assert fetch(2) == ErrorCode.none
     assert fetch(7) == ErrorCode.stale_member_epoch
 
     # The classic DescribeGroups does not describe consumer groups, as Kafka's.
@@ -80,7 +80,7 @@ def test_join_heartbeat_describe_and_leave(broker, cadmin) -> None:
     assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
     described = call(broker.bootstrap, describe_v1.ConsumerGroupDescribeRequest(
         group_ids=("wire-g",), include_authorized_operations=False), 1).groups
-    assert (described[0].group_state, described[0].group_epoch, described[0].members) == ("Empty", 2, ())
+    assert (described[0].group_state, described[0].group_epoch, described[0].members) == ("Empty", 3, ())
 
 
 def test_errors(broker) -> None:

@@ -128,8 +128,9 @@ def test_rebalance_selects_a_common_protocol_and_distributes_the_leaders_assignm
     assert heartbeat(broker.bootstrap, group, 2, a.member_id) == REBALANCE_IN_PROGRESS
 
 
-def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker: BrokerProcess) -> None:
-    group = _group()
+def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker: BrokerProcess,
+                                                                      cadmin: AdminClient) -> None:
+    topic, group = create(cadmin, 1), _group()
     first = join(broker.bootstrap, group, instance="i-1")  # static members skip MEMBER_ID_REQUIRED
     assert (first.error_code, first.generation_id) == (NONE, 1)
     assert sync(broker.bootstrap, group, 1, first.member_id, {first.member_id: b"mine"},
@@ -140,7 +141,7 @@ def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker: B
     assert sync(broker.bootstrap, group, 1, again.member_id, instance="i-1").assignment == b"mine"
     assert heartbeat(broker.bootstrap, group, 1, first.member_id, "i-1") == FENCED
     assert heartbeat(broker.bootstrap, group, 1, again.member_id, "i-1") == NONE
-    assert commit(broker.bootstrap, group, {("x", 0): 1}, generation=1, member_id=first.member_id,
+    assert commit(broker.bootstrap, group, {(topic, 0): 1}, generation=1, member_id=first.member_id,
                   instance="i-1") == [FENCED]
     result = leave(broker.bootstrap, group, [(first.member_id, "i-1"), ("", "i-2"), ("", "i-1")])
     assert [m.error_code for m in result.members] == [FENCED, UNKNOWN_MEMBER, NONE]
@@ -160,6 +161,19 @@ def test_offset_commit_checks_generation_member_and_partitions(broker: BrokerPro
     assert commit(broker.bootstrap, unknown, {(topic, 0): 1}, generation=3, member_id="m", version=8) == [
         ILLEGAL_GENERATION]
     assert commit(broker.bootstrap, unknown, {(topic, 0): 1}, generation=3, member_id="m") == [NOT_FOUND]
+    # Unknown partitions are answered before the group is looked at; with nothing else in the
+    # request the group coordinator is not asked at all (Kafka's KafkaApis does the same).
+    assert commit(broker.bootstrap, unknown, {("no-such-topic", 0): 1, (topic, 2): 1}, generation=3,
+                  member_id="m") == [UNKNOWN_TOPIC, UNKNOWN_TOPIC]
+    # Generation -1 to a group that does not exist: a simple group, whatever member id is named
+    # (librdkafka's group.protocol=consumer consumers that assign() send their own id).
+    assigning = _group()
+    assert commit(broker.bootstrap, assigning, {(topic, 0): 4, (topic, 2): 1}, member_id="client-made-id") == [
+        NONE, UNKNOWN_TOPIC]
+    assert fetch(broker.bootstrap, assigning, [(topic, 0)]) == {(topic, 0): (4, "meta", NONE)}
+    assert commit(broker.bootstrap, assigning, {(topic, 0): 5}, member_id="another-id") == [NONE]
+    assert commit(broker.bootstrap, "", {(topic, 1): 2}) == [NONE]  # "" is a group id like any other
+    assert fetch(broker.bootstrap, "", [(topic, 1)]) == {(topic, 1): (2, "meta", NONE)}
     group = _group()
     member = join_known(broker.bootstrap, group)
     sync(broker.bootstrap, group, 1, member.member_id, {member.member_id: b""})
