@@ -68,6 +68,18 @@ def broker_all_entries(run: Run) -> Any:
     return described
 
 
+@scenario("configs/broker-cli-all", needs={DESCRIBE}, clients=("java-cli",))
+def broker_cli_all(run: Run) -> Any:
+    """kafka-configs --describe --entity-type brokers --entity-name 1 --all: every line (sorted;
+    the tool prints the keys in the broker's answer order), node-specific values masked."""
+    described = run.client.describe_configs("broker", "1")
+    lines = []
+    for line in described.get("stdout", []):
+        key = line.strip().split("=", 1)[0]
+        lines.append(f"  {key}=<node-specific>" if line.startswith("  ") and key in NODE_SPECIFIC else line)
+    return {**described, "stdout": sorted(lines)}
+
+
 @scenario("configs/cluster-default", needs={DESCRIBE}, clients=("java", "java-cli"))
 def cluster_default(run: Run) -> Any:
     """The cluster-wide dynamic broker defaults (broker resource named ""; the Python clients
