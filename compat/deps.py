@@ -1,11 +1,15 @@
 """Install the test suite's non-pip dependencies: Apache Kafka's jars, Spark's Kafka connector
-jars, kcat, and a container engine with its base image (``compat.container_images``).
+jars, kcat, the franz-go compat driver, and a container engine with its base image
+(``compat.container_images``).
 
 ``python -m compat.deps`` resolves the pinned Kafka jars listed in ``kafka-jars.pom.xml`` with
 Maven into a cache directory (``~/.cache/kbroker/kafka-4.3.1/libs``, or ``$KBROKER_KAFKA_LIBS``),
 the Spark connector jars the same way (``kbroker.spark.connector``), and makes sure ``kcat`` is
 on PATH (installing the Debian package when running as root). A marker file written after a
-successful resolution makes later runs a no-op. It exits non-zero with a message saying what is
+successful resolution makes later runs a no-op. The franz-go driver (``compat/franz``, a Go
+module) is built with the Go toolchain once per source digest into
+``~/.cache/kbroker/compat-franz/<digest>/franz-driver`` (``$KBROKER_COMPAT_FRANZ_CACHE``); its
+modules come from the module cache or the configured Go proxy. It exits non-zero with a message saying what is
 missing when it cannot finish.
 
 Tests call :func:`kafka_classpath` for a ``java -cp`` value (resolving the jars on first use).
@@ -14,10 +18,12 @@ Tests call :func:`kafka_classpath` for a ``java -cp`` value (resolving the jars 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,6 +34,9 @@ KAFKA_VERSION = "4.3.1"
 POM = Path(__file__).resolve().with_name("kafka-jars.pom.xml")
 LIBS_ENV = "KBROKER_KAFKA_LIBS"
 APT_TIMEOUT = 900.0
+FRANZ_SOURCES = Path(__file__).resolve().with_name("franz")
+FRANZ_CACHE_ENV = "KBROKER_COMPAT_FRANZ_CACHE"
+GO_BUILD_TIMEOUT = 900.0  # a cold build compiles the standard library too: ~2 CPU-minutes
 
 DepsError = MavenError
 
@@ -108,6 +117,49 @@ def ensure_kcat(*, quiet: bool = False) -> str:
     return found
 
 
+def go_binary() -> str | None:
+    """The ``go`` command: on PATH, or where the official Go archive installs it."""
+    found = shutil.which("go")
+    if found is None and os.access("/usr/local/go/bin/go", os.X_OK):
+        found = "/usr/local/go/bin/go"
+    return found
+
+
+def franz_driver() -> Path:
+    """The franz-go compat driver binary, built from ``compat/franz`` on first use per source
+    digest (a concurrent build goes to its own temporary directory, renamed into place)."""
+    digest = hashlib.sha256()
+    for src in sorted(FRANZ_SOURCES.iterdir()):
+        if src.suffix == ".go" or src.name in ("go.mod", "go.sum"):
+            digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    cache = Path(os.environ.get(FRANZ_CACHE_ENV, Path.home() / ".cache" / "kbroker" / "compat-franz"))
+    target = cache / digest.hexdigest()[:16]
+    binary = target / "franz-driver"
+    if binary.exists():
+        return binary
+    go = go_binary()
+    if go is None:
+        raise DepsError("no 'go' on PATH; the franz-go compat client needs Go 1.26+ (https://go.dev/dl/)")
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache, prefix="build-"))
+    try:
+        result = subprocess.run(
+            [go, "build", "-trimpath", "-o", str(tmp / "franz-driver"), "."],
+            cwd=FRANZ_SOURCES, capture_output=True, text=True, timeout=GO_BUILD_TIMEOUT, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DepsError(f"go build of the franz-go driver did not finish in {GO_BUILD_TIMEOUT:.0f} s") from exc
+    if result.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DepsError(f"go build of the franz-go driver failed:\n{result.stdout}{result.stderr}")
+    try:
+        tmp.rename(target)
+    except OSError:  # another session built the same sources first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return binary
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m compat.deps", description=__doc__.split("\n\n")[0]
@@ -115,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-jars", action="store_true", help="do not resolve the Kafka jars")
     parser.add_argument("--skip-spark", action="store_true", help="do not resolve the Spark connector jars")
     parser.add_argument("--skip-kcat", action="store_true", help="do not check for or install kcat")
+    parser.add_argument("--skip-franz", action="store_true", help="do not build the franz-go compat driver")
     parser.add_argument("--skip-containers", action="store_true",
                         help="do not install podman or make the container base image")
     args = parser.parse_args(argv)
@@ -136,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"compat.deps: Spark Kafka connector jars ready: {connector_jars().ensure()}")
         if not args.skip_kcat:
             print(f"compat.deps: kcat ready: {ensure_kcat()}")
+        if not args.skip_franz:
+            print(f"compat.deps: franz-go driver ready: {franz_driver()}")
         if not args.skip_containers:
             from compat.container_images import prepare  # imports this module
 

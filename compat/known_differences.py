@@ -20,5 +20,5 @@ _EXCESSIVE_GROWTH = (
 
 KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {
     **{("admin/create-partitions-excessive", client): _EXCESSIVE_GROWTH
-       for client in ("kafka-python", "aiokafka", "confluent", "java", "java-cli")},
+       for client in ("kafka-python", "aiokafka", "confluent", "java", "java-cli", "franz-go")},
 }

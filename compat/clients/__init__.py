@@ -9,6 +9,7 @@ from __future__ import annotations
 from compat.clients.aiokafka_client import AiokafkaClient
 from compat.clients.base import Client
 from compat.clients.confluent import ConfluentClient
+from compat.clients.franz_go import FranzGoClient
 from compat.clients.java import JavaClient
 from compat.clients.java_cli import JavaCliClient
 from compat.clients.kafka_python import KafkaPythonClient
@@ -16,5 +17,6 @@ from compat.clients.kcat import KcatClient
 
 CLIENTS: dict[str, type[Client]] = {
     cls.name: cls
-    for cls in (KafkaPythonClient, AiokafkaClient, ConfluentClient, KcatClient, JavaClient, JavaCliClient)
+    for cls in (KafkaPythonClient, AiokafkaClient, ConfluentClient, KcatClient, JavaClient, JavaCliClient,
+                FranzGoClient)
 }

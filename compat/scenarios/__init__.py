@@ -42,7 +42,7 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {}
 # Scenario modules in run order; restart (which stops and kills the targets) runs last.
 MODULES = ("admin", "configs", "produce", "consume", "offsets", "records", "retention", "protocol", "transactions",
-           "compaction", "groups", "restart")
+           "compaction", "groups", "versions", "restart")
 
 
 def scenario(

@@ -21,6 +21,7 @@ FAIL_FAST = {
     "kcat": {"message.timeout.ms": "1000"},
     "java": {"max.block.ms": "1000", "delivery.timeout.ms": "1500", "request.timeout.ms": "1000"},
     "java-cli": {"max.block.ms": "1000", "delivery.timeout.ms": "1500", "request.timeout.ms": "1000"},
+    "franz-go": {"delivery.timeout.ms": "1500", "request.timeout.ms": "1000"},
 }
 # Client settings that let a record above the broker's message.max.bytes leave the client.
 BIG_REQUESTS = {
@@ -30,6 +31,7 @@ BIG_REQUESTS = {
     "kcat": {"message.max.bytes": "4000000"},
     "java": {"max.request.size": "4000000"},
     "java-cli": {"max.request.size": "4000000"},
+    "franz-go": {"max.request.size": "4000000"},
 }
 
 

@@ -1,0 +1,238 @@
+"""The franz-go adapter: kgo (producer, direct consumer, group members) and kadm (admin).
+
+Every operation is one request to the ``franz-driver`` process (``compat/franz``, built by
+``compat.deps.franz_driver``), which speaks CompatDriver's JSON-lines protocol; bytes travel
+base64-encoded and come back in the same record shape as the other clients. Producer and
+consumer settings use Kafka's names where kgo has the same knob (the driver refuses others).
+
+Beyond the base operations: ``version_guess`` (feature ``api_versions.guess``: the Kafka
+release kversion infers from the broker's ApiVersions, as ``kcl misc probe-version`` prints
+it), ``describe_acls`` and ``describe_client_quotas`` (feature ``admin.acls_quotas``: kadm's
+DescribeACLs with an any-filter and DescribeClientQuotas with no filter).
+Not expressed: positions after an offset reset without records (kgo has no position call),
+legacy AlterConfigs, transactions (the transaction scenarios name their clients).
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from compat.clients.base import (
+    ADMIN_FEATURES,
+    PRODUCE_FEATURES,
+    Client,
+    FetchSettings,
+    GroupMember,
+    Json,
+    OffsetSpec,
+    Rec,
+    Start,
+    Unsupported,
+    b64,
+    fetch_config,
+    record,
+    unb64,
+)
+from compat.clients.java import FETCH_NAMES
+from compat.clients.java_driver import JavaDriver, JavaDriverError
+from compat.deps import franz_driver
+
+
+class FranzDriver(JavaDriver):
+    """The franz-go driver process: CompatDriver's request/answer exchange (``JavaDriver``),
+    started from the Go binary instead of a JVM."""
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        with open(self.workdir / "driver-stderr.log", "ab") as stderr:
+            self.proc = subprocess.Popen(
+                [str(franz_driver())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=self.workdir
+            )  # fmt: skip
+        ready = self._read_line(30.0)
+        if '"ready":true' not in ready.replace(" ", ""):
+            raise JavaDriverError(f"unexpected franz-go driver greeting {ready!r}")
+        return self.proc
+
+
+def wire(records: list[Rec]) -> list[dict[str, Any]]:
+    return [
+        {"key": b64(r.key), "value": b64(r.value), "partition": r.partition, "timestamp": r.timestamp,
+         "headers": [[k, b64(v)] for k, v in r.headers]}
+        for r in records
+    ]  # fmt: skip
+
+
+def records_of(raw: list[dict[str, Any]]) -> list[Json]:
+    return [record(r["partition"], r["offset"], unb64(r["key"]), unb64(r["value"]),
+                   [(k, unb64(v)) for k, v in r["headers"]], r["timestamp"], r["timestamp_type"])
+            for r in raw]  # fmt: skip
+
+
+class FranzGoClient(Client):
+    name = "franz-go"
+    FEATURES = frozenset(
+        ADMIN_FEATURES | PRODUCE_FEATURES
+        | {"consume", "consume.multi", "consume.timestamp", "consume.fetch", "consume.reset"}
+        | {"list_offsets.max_timestamp", "list_offsets.isolation", "api_versions", "api_versions.guess",
+           "admin.acls_quotas", "group", "group.consumer_protocol", "group.admin", "group.list_state",
+           "group.delete_offsets", "group.raw"}
+    )  # fmt: skip
+
+    def __init__(self, bootstrap: str, workdir: Path) -> None:
+        super().__init__(bootstrap, workdir)
+        self.driver = FranzDriver(workdir)
+
+    def close(self) -> None:
+        self.driver.close()
+
+    def reconnect(self) -> None:
+        self.driver.close()  # a new process (and kgo clients) starts on the next request
+
+    def _call(self, op: str, **args: Any) -> Any:
+        return self.driver.call(op, bootstrap=self.bootstrap, **args)
+
+    # --- admin (kadm) ------------------------------------------------------------------------
+    def create_topic(
+        self, name: str, partitions: int = 1, rf: int = 1,
+        configs: dict[str, str] | None = None, validate_only: bool = False,
+    ) -> Json:  # fmt: skip
+        return self._call("create_topic", name=name, partitions=partitions, rf=rf, configs=configs or {},
+                          validate_only=validate_only)  # fmt: skip
+
+    def delete_topic(self, name: str) -> Json:
+        return self._call("delete_topic", name=name)
+
+    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> Json:
+        return self._call("create_partitions", name=name, total=total, validate_only=validate_only)
+
+    def describe_topic(self, name: str) -> Json:
+        return self._call("describe_topic", name=name)
+
+    def list_topics(self) -> Json:
+        return self._call("list_topics")
+
+    def describe_cluster(self) -> Json:
+        return self._call("describe_cluster")
+
+    def describe_configs(
+        self, kind: str, name: str, keys: list[str] | None = None, synonyms: bool = False
+    ) -> Json:
+        return self._call("describe_configs", type=kind, name=name, keys=keys, synonyms=synonyms)
+
+    def alter_configs(self, topic: str, ops: list[tuple[str, str, str | None]]) -> Json:
+        return self._call("alter_configs", topic=topic, ops=[list(o) for o in ops])
+
+    def delete_records(self, topic: str, partition: int, before: int) -> Json:
+        return self._call("delete_records", topic=topic, partition=partition, before=before)
+
+    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec, isolation: str | None = None) -> Json:
+        return self._call("list_offsets", topic=topic, partition=partition, spec=spec, isolation=isolation)
+
+    def api_versions(self) -> Json:
+        return self._call("api_versions")
+
+    def version_guess(self) -> Json:
+        """kversion's guess of the Kafka release behind the broker's ApiVersions answer."""
+        return self._call("version_guess")
+
+    def describe_acls(self) -> Json:
+        """Every ACL (kadm DescribeACLs, any resource/pattern/operation/principal), or an error."""
+        return self._call("describe_acls")
+
+    def describe_client_quotas(self) -> Json:
+        """Every client quota (kadm DescribeClientQuotas, no filter), or an error."""
+        return self._call("describe_client_quotas")
+
+    # --- groups ------------------------------------------------------------------------------
+    def group_member(self, topic: str, group: str, protocol: str = "classic") -> GroupMember:
+        return FranzMember(self, topic, group, protocol)
+
+    def list_groups(self, state: str | None = None) -> Json:
+        return self._call("list_groups", states=[state] if state else [])
+
+    def describe_group(self, group: str) -> Json:
+        return self._call("describe_group", group=group)
+
+    def delete_group(self, group: str) -> Json:
+        return self._call("delete_group", group=group)
+
+    def group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
+        return self._call("group_offsets", group=group, topic=topic, partitions=partitions)
+
+    def alter_group_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> Json:
+        return self._call("alter_group_offsets", group=group, topic=topic,
+                          offsets={str(p): o for p, o in offsets.items()})  # fmt: skip
+
+    def delete_group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
+        return self._call("delete_group_offsets", group=group, topic=topic, partitions=partitions)
+
+    def raw_offset_commit(self, group: str, generation: int, member: str, topic: str, offset: int) -> Json:
+        return self._call("raw_offset_commit", group=group, generation=generation, member=member, topic=topic,
+                          offset=offset)  # fmt: skip
+
+    # --- data (kgo) --------------------------------------------------------------------------
+    def produce(
+        self, topic: str, records: list[Rec], *, acks: str = "all", codec: str = "none",
+        sync: bool = False, extra: dict[str, str] | None = None,
+    ) -> Json:  # fmt: skip
+        props = {"acks": acks, "compression.type": codec, **(extra or {})}
+        return self._call("produce", topic=topic, records=wire(records), props=props, sync=sync)
+
+    def consume(
+        self, topic: str, partitions: list[int], start: Start, *,
+        until: dict[int, int] | None = None, max_records: int | None = None,
+        settings: FetchSettings | None = None, timeout_s: float = 15.0, until_moved: bool = False,
+    ) -> Json:  # fmt: skip
+        if until_moved:
+            raise Unsupported("kgo reports no position moved by an offset reset without records")
+        s = settings or FetchSettings()
+        props: dict[str, Any] = {"auto.offset.reset": s.reset or "earliest"}
+        props.update(fetch_config(s, FETCH_NAMES))
+        raw = self._call(
+            "consume", topic=topic, partitions=partitions, start=start, props=props,
+            until={str(k): v for k, v in until.items()} if until is not None else None,
+            max_records=max_records, timeout_ms=int(timeout_s * 1000), timeout=timeout_s + 30,
+        )  # fmt: skip
+        out: dict[str, Json] = {"records": records_of(raw["records"])}
+        if "error" in raw:
+            out["error"] = raw["error"]
+        return out
+
+
+HANDLES = itertools.count()
+
+
+class FranzMember(GroupMember):
+    """A kgo client in a consumer group (classic, or KIP-848 through kgo.ServerSideBalancer),
+    kept in the driver under a handle. One driver serves all members, so they poll in turn;
+    each kgo client heartbeats on its own meanwhile."""
+
+    POLL_IN_THREADS = False
+
+    def __init__(self, client: FranzGoClient, topic: str, group: str, protocol: str) -> None:
+        self.client, self.topic = client, topic
+        self.handle = f"{group}#{next(HANDLES)}"
+        self._step("open", props={"group.id": group, "group.protocol": protocol})
+
+    def _step(self, step: str, **args: Any) -> Any:
+        return self.client._call("member", handle=self.handle, step=step, topic=self.topic, **args)
+
+    def poll(self, timeout_ms: int = 100) -> list[Json]:
+        return records_of(self._step("poll", timeout_ms=timeout_ms))
+
+    def assignment(self) -> list[int]:
+        return list(self._step("assignment"))
+
+    def positions(self) -> dict[int, int]:
+        return {int(p): o for p, o in self._step("positions").items()}
+
+    def commit(self, offsets: dict[int, tuple[int, str]]) -> Json:
+        return self._step("commit", offsets={str(p): [o, m] for p, (o, m) in offsets.items()})
+
+    def committed(self, partitions: list[int]) -> Json:
+        return self._step("committed", partitions=partitions)
+
+    def close(self) -> None:
+        self._step("close")

@@ -1,0 +1,279 @@
+// Consumer groups through franz-go: kadm's group admin calls, and group members (a kgo client
+// with ConsumerGroup) kept between requests under the handle the adapter names them by.
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func groupAdminOp(ctx context.Context, adm *kadm.Client, op string, r req) (any, error) {
+	group, topic := r.str("group"), r.str("topic")
+	switch op {
+	case "list_groups":
+		listed, err := adm.ListGroups(ctx, r.strs("states")...)
+		if err != nil {
+			return errValue(err), nil
+		}
+		out := [][]any{}
+		for _, g := range listed.Sorted() {
+			out = append(out, []any{g.Group, g.State, g.GroupType, g.ProtocolType})
+		}
+		return out, nil
+	case "describe_group":
+		described, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return errValue(err), nil
+		}
+		g := described[group]
+		if g.Err != nil {
+			return errValue(g.Err), nil
+		}
+		sizes := []int{}
+		for _, m := range g.Members {
+			n := 0
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range a.Topics {
+					n += len(t.Partitions)
+				}
+			}
+			sizes = append(sizes, n)
+		}
+		sort.Ints(sizes)
+		return map[string]any{"state": g.State, "protocol_type": g.ProtocolType, "protocol": g.Protocol,
+			"members": len(g.Members), "assigned": sizes}, nil
+	case "delete_group":
+		resp, err := adm.DeleteGroup(ctx, group)
+		if err != nil {
+			return errValue(err), nil
+		}
+		return errOrNil(resp.Err), nil
+	case "group_offsets":
+		fetched, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return errValue(err), nil
+		}
+		return offsetsOf(fetched, topic, r.ints("partitions")), nil
+	case "alter_group_offsets":
+		offsets := kadm.Offsets{}
+		for p, o := range r.object("offsets") {
+			partition, _ := strconv.Atoi(p)
+			offsets.Add(kadm.Offset{Topic: topic, Partition: int32(partition), At: int64(o.(float64)), LeaderEpoch: -1})
+		}
+		resp, err := adm.CommitOffsets(ctx, group, offsets)
+		if err != nil {
+			return errValue(err), nil
+		}
+		failed := map[string]any{}
+		for _, ps := range resp {
+			for p, o := range ps {
+				if o.Err != nil {
+					failed[strconv.Itoa(int(p))] = errValue(o.Err)
+				}
+			}
+		}
+		if len(failed) == 0 {
+			return nil, nil
+		}
+		return failed, nil
+	case "delete_group_offsets":
+		set := kadm.TopicsSet{}
+		set.Add(topic, r.ints("partitions")...)
+		resp, err := adm.DeleteOffsets(ctx, group, set)
+		if err != nil {
+			return errValue(err), nil
+		}
+		out := map[string]any{}
+		for _, p := range r.ints("partitions") {
+			pErr, ok := resp.Lookup(topic, p)
+			if !ok {
+				return nil, fmt.Errorf("OffsetDelete answered no partition %d", p)
+			}
+			out[strconv.Itoa(int(p))] = errOrNil(pErr)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown op %s", op)
+}
+
+// offsetsOf is {partition: [offset, metadata] or null} as OffsetFetch answered, or an error.
+func offsetsOf(fetched kadm.OffsetResponses, topic string, partitions []int32) any {
+	out := map[string]any{}
+	for _, p := range partitions {
+		o, ok := fetched.Lookup(topic, p)
+		switch {
+		case !ok || o.At < 0:
+			out[strconv.Itoa(int(p))] = nil
+		case o.Err != nil:
+			return errValue(o.Err)
+		default:
+			out[strconv.Itoa(int(p))] = []any{o.At, o.Metadata}
+		}
+	}
+	return out
+}
+
+// groupMember is one kgo group consumer; the partition callbacks keep its assignment.
+type groupMember struct {
+	cl       *kgo.Client
+	group    string
+	mu       sync.Mutex
+	assigned map[int32]bool
+}
+
+var members = map[string]*groupMember{}
+
+func closeMembers() {
+	for _, m := range members {
+		m.cl.Close()
+	}
+}
+
+func member(bootstrap string, r req) (any, error) {
+	handle, topic, step := r.str("handle"), r.str("topic"), r.str("step")
+	if step == "open" {
+		return nil, openMember(bootstrap, handle, topic, r)
+	}
+	m, ok := members[handle]
+	if !ok {
+		return nil, fmt.Errorf("no member %s", handle)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	switch step {
+	case "poll":
+		pollCtx, pollCancel := context.WithTimeout(ctx, time.Duration(r.num("timeout_ms", 100))*time.Millisecond)
+		defer pollCancel()
+		fetches := m.cl.PollFetches(pollCtx)
+		out := []any{}
+		fetches.EachRecord(func(rec *kgo.Record) { out = append(out, recordValue(rec)) })
+		return out, nil
+	case "assignment":
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		out := []int32{}
+		for p := range m.assigned {
+			out = append(out, p)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+		return out, nil
+	case "positions":
+		return m.positions(topic), nil
+	case "commit":
+		return m.commit(ctx, topic, r.object("offsets"))
+	case "committed":
+		fetched, err := kadm.NewClient(m.cl).FetchOffsets(ctx, m.group)
+		if err != nil {
+			return errValue(err), nil
+		}
+		return offsetsOf(fetched, topic, r.ints("partitions")), nil
+	case "close":
+		delete(members, handle)
+		m.cl.Close() // leaves the group
+		return nil, nil
+	}
+	return nil, fmt.Errorf("member step %s", step)
+}
+
+func openMember(bootstrap, handle, topic string, r req) error {
+	props := r.object("props")
+	m := &groupMember{group: fmt.Sprint(props["group.id"]), assigned: map[int32]bool{}}
+	track := func(add bool) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for _, p := range ps[topic] {
+				if add {
+					m.assigned[p] = true
+				} else {
+					delete(m.assigned, p)
+				}
+			}
+		}
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
+		kgo.ConsumerGroup(m.group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.OnPartitionsAssigned(track(true)), kgo.OnPartitionsRevoked(track(false)),
+		kgo.OnPartitionsLost(track(false)),
+	}
+	if props["group.protocol"] == "consumer" {
+		opts = append(opts, kgo.ServerSideBalancer()) // KIP-848; needs the range or sticky balancer (the default)
+	} else {
+		opts = append(opts, kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	m.cl = cl
+	if old, ok := members[handle]; ok {
+		old.cl.Close()
+	}
+	members[handle] = m
+	return nil
+}
+
+// positions is {partition: next offset} for the assigned partitions: past the last record
+// polled, else the committed offset the member resumed from, else -1 (not positioned yet).
+func (m *groupMember) positions(topic string) map[string]int64 {
+	uncommitted, committed := m.cl.UncommittedOffsets()[topic], m.cl.CommittedOffsets()[topic]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int64{}
+	for p := range m.assigned {
+		pos := int64(-1)
+		if eo, ok := committed[p]; ok {
+			pos = eo.Offset
+		}
+		if eo, ok := uncommitted[p]; ok {
+			pos = eo.Offset
+		}
+		out[strconv.Itoa(int(p))] = pos
+	}
+	return out
+}
+
+// commit commits {partition: [offset, metadata]} as this member (its member id and
+// generation, or member epoch under KIP-848). kgo's own commit calls carry no metadata, so
+// this is the OffsetCommit they send, with the metadata filled in.
+func (m *groupMember) commit(ctx context.Context, topic string, offsets map[string]any) (any, error) {
+	memberID, generation := m.cl.GroupMetadata()
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.MemberID, commit.Generation = m.group, memberID, generation
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = topic
+	for p, v := range offsets {
+		pair := v.([]any)
+		partition, _ := strconv.Atoi(p)
+		part := kmsg.NewOffsetCommitRequestTopicPartition()
+		part.Partition, part.Offset = int32(partition), int64(pair[0].(float64))
+		metadata := fmt.Sprint(pair[1])
+		part.Metadata = &metadata
+		t.Partitions = append(t.Partitions, part)
+	}
+	commit.Topics = append(commit.Topics, t)
+	resp, err := commit.RequestWith(ctx, m.cl)
+	if err != nil {
+		return errValue(err), nil
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				return errValue(err), nil
+			}
+		}
+	}
+	return nil, nil
+}
