@@ -488,15 +488,20 @@ def decode_transaction_key(key: bytes) -> str:
 
 
 TRANSACTION_VALUE_VERSION = 1
+EMPTY_STATE = 0  # TransactionState.EMPTY's id
 
 
 def encode_transaction_value(m: TransactionLogValue) -> bytes:
-    """TransactionLogValue v1 (Kafka 4.3's with transaction.version >= 1, whatever the client's)."""
+    """TransactionLogValue v1 (Kafka 4.3's with transaction.version >= 1, whatever the client's);
+    an Empty state's partitions are a null array, as Kafka writes them."""
     w = Writer().fixed(">hqhib", TRANSACTION_VALUE_VERSION, m.producer_id, m.producer_epoch, m.timeout_ms, m.state)
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(m.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    w.compact_count(len(by_topic))
+    if m.state == EMPTY_STATE and not by_topic:
+        w.uvarint(0)  # null
+    else:
+        w.compact_count(len(by_topic))
     for topic, parts in by_topic.items():
         w.compact_string(topic).compact_count(len(parts))
         for p in parts:

@@ -81,7 +81,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             errors[ti, pi] = ErrorCode.none
             offsets[(name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now_ms,
-                topic.topic_id if ctx.api_version >= 10 else None)
+                topics_known[name].topic_id)  # Kafka records the topic's id whatever the version
     if offsets:
         try:
             services.classic_groups.commit(request.group_id, offsets)

@@ -134,6 +134,11 @@ def test_transaction_log_key_v0_and_value_v1_layout_and_v0_still_read() -> None:
         "0000" "00000000000003e8" "0003" "0000ea60" "01" "00000002" "000174" "00000002" "00000000" "00000001"
         "000175" "00000001" "00000002" "000000000000006f" "0000000000000063")
     assert ir.decode_transaction_value(v0) == value
+    # an Empty state's partitions: a null array, as Kafka writes it (read back as none)
+    empty = ir.TransactionLogValue(1000, 3, 60000, 0, set(), 111, -1)
+    assert ir.encode_transaction_value(empty).hex() == (
+        "0001" "00000000000003e8" "0003" "0000ea60" "00" "00" "000000000000006f" "ffffffffffffffff" "00")
+    assert ir.decode_transaction_value(ir.encode_transaction_value(empty)) == empty
 
 
 def test_transaction_log_value_v1_carries_the_transaction_version_2_fields_as_tags() -> None:
