@@ -14,8 +14,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from kio.schema.consumer_group_describe.v1 import request as describe
+from kio.schema.consumer_group_heartbeat.v1 import request as heartbeat
+from kio.schema.find_coordinator.v4 import request as find_coordinator
+from kio.static.primitive import i8, i32, i32Timedelta
+
 from compat.clients.base import GroupMember, Rec
+from compat.harness import wait_until
 from compat.scenarios import Run, scenario
+from compat.scenarios.protocol import RawConnection
 
 G = {"group"}
 ADMIN = {"group", "group.admin"}
@@ -314,49 +321,61 @@ def assign_commit_consumer(run: Run) -> Any:
     return assign_commit(run, "consumer")
 
 
-@scenario("groups/consumer-protocol-first-epochs", needs={"produce"}, clients=("confluent",))
-def consumer_protocol_first_epochs(run: Run) -> Any:
-    """Raw ConsumerGroupHeartbeat v1 (kio over a socket: no client shows the epochs) for a new
-    group, one member subscribing to a 2-partition topic: the member epoch of the first answer
-    (Kafka 4.3 starts a group at epoch 1, so the join bumps it to 2), the next heartbeat, the
-    epochs ConsumerGroupDescribe reports, and the group epoch once the member left."""
-    from kio.schema.consumer_group_describe.v1 import request as describe
-    from kio.schema.consumer_group_heartbeat.v1 import request as heartbeat
-    from kio.schema.find_coordinator.v4 import request as find_coordinator
-    from kio.static.primitive import i8, i32, i32Timedelta
+class RawGroupClient:
+    """KIP-848 requests built with kio over one socket (no client library shows member epochs):
+    FindCoordinator until the group's coordinator is ready, ConsumerGroupHeartbeat v1 and
+    ConsumerGroupDescribe v1, answers reduced to what both brokers share."""
 
-    from compat.harness import wait_until
-    from compat.scenarios.protocol import RawConnection
+    def __init__(self, run: Run, group: str, topic: str) -> None:
+        self.group, self.topic = group, topic
+        self.conn = RawConnection(run.target.bootstrap)
 
-    t = run.topic(partitions=2)
-    group, member = group_id(run), "m-" + run.name()
-    conn = RawConnection(run.target.bootstrap)
+    def find_coordinator(self) -> None:
+        """A client finds the coordinator first (which makes __consumer_offsets on a fresh broker)."""
+        found, answer = wait_until(lambda: self.conn.request(10, 4, find_coordinator.FindCoordinatorRequest(
+            key_type=i8(0), coordinator_keys=(self.group,))).coordinators[0].error_code.value,
+                                   lambda code: code == 0, DRIVE_TIMEOUT_S)  # fmt: skip
+        if not found:
+            raise GroupTimeout(f"FindCoordinator for {self.group} kept answering error {answer}")
 
-    def beat(epoch: int, **fields: Any) -> Any:
-        r = conn.request(68, 1, heartbeat.ConsumerGroupHeartbeatRequest(
-            group_id=group, member_id=member, member_epoch=i32(epoch), **fields))
+    def beat(self, member: str, epoch: int, join: bool = False) -> list[Any]:
+        """[error, member epoch, assigned partitions or None]; ``join`` subscribes to the topic
+        (owning nothing), otherwise nothing changed since the last heartbeat."""
+        fields: dict[str, Any] = {"topic_partitions": None}
+        if join:
+            fields = {"rebalance_timeout": i32Timedelta.parse(datetime.timedelta(seconds=30)),
+                      "subscribed_topic_names": (self.topic,), "topic_partitions": ()}
+        r = self.conn.request(68, 1, heartbeat.ConsumerGroupHeartbeatRequest(
+            group_id=self.group, member_id=member, member_epoch=i32(epoch), **fields))
         parts = None if r.assignment is None else sorted(p for tp in r.assignment.topic_partitions
                                                          for p in tp.partitions)
         return [r.error_code.name.upper(), r.member_epoch, parts]
 
-    def described() -> Any:
-        g = conn.request(69, 1, describe.ConsumerGroupDescribeRequest(
-            group_ids=(group,), include_authorized_operations=False)).groups[0]
-        return [g.group_state, g.group_epoch, g.assignment_epoch, [m.member_epoch for m in g.members]]
+    def describe(self) -> list[Any]:
+        g = self.conn.request(69, 1, describe.ConsumerGroupDescribeRequest(
+            group_ids=(self.group,), include_authorized_operations=False)).groups[0]
+        return [g.group_state, g.group_epoch, g.assignment_epoch, sorted(m.member_epoch for m in g.members)]
 
+    def close(self) -> None:
+        self.conn.close()
+
+
+@scenario("groups/consumer-protocol-first-epochs", needs={"produce"}, clients=("confluent",))
+def consumer_protocol_first_epochs(run: Run) -> Any:
+    """Raw ConsumerGroupHeartbeat v1 for a new group, one member subscribing to a 2-partition
+    topic: the member epoch of the first answer (Kafka 4.3 starts a group at epoch 1, so the join
+    bumps it to 2), the next heartbeat, the epochs ConsumerGroupDescribe reports, and the group
+    epoch once the member left (the assignment epoch stays: an empty group computes no target)."""
+    t = run.topic(partitions=2)
+    member = "m-" + run.name()
+    raw = RawGroupClient(run, group_id(run), t)
     try:
-        # A client finds the coordinator first (which makes __consumer_offsets on a fresh broker).
-        found, answer = wait_until(lambda: conn.request(10, 4, find_coordinator.FindCoordinatorRequest(
-            key_type=i8(0), coordinator_keys=(group,))).coordinators[0].error_code.value, lambda code: code == 0,
-                                   DRIVE_TIMEOUT_S)
-        if not found:
-            raise GroupTimeout(f"FindCoordinator for {group} kept answering error {answer}")
-        first = beat(0, rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-                     subscribed_topic_names=(t,), topic_partitions=())
-        out: dict[str, Any] = {"join": first, "next": beat(first[1], topic_partitions=None),
-                               "describe": described()}
-        out["leave"] = beat(-1, topic_partitions=None)
-        out["describe-after-leave"] = described()
+        raw.find_coordinator()
+        first = raw.beat(member, 0, join=True)
+        out: dict[str, Any] = {"join": first, "next": raw.beat(member, first[1]), "describe": raw.describe()}
+        out["leave"] = raw.beat(member, -1)
+        out["describe-after-leave"] = raw.describe()
         return out
     finally:
-        conn.close()
+        raw.close()
+

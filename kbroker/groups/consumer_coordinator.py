@@ -67,6 +67,9 @@ log = logging.getLogger(__name__)
 _limited = RateLimitedLogger(log)
 
 FIRST_CLIENT_MEMBER_ID_VERSION = 1  # v1+: the consumer generates its member id
+# An older member epoch's commit is checked partition by partition (topic id, partition):
+# raises the commit's error for a partition not held since that epoch.
+CommitPartitionCheck = Callable[[uuid.UUID, int], None]
 
 
 class GroupServiceParts(Protocol):
@@ -528,25 +531,39 @@ class ConsumerGroupCoordinator:
 
     # ----- hooks for offsets and the admin APIs ----------------------------------------------------
 
-    def validate_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int) -> None:
-        """OffsetCommit to a consumer group: epoch -1 without members is a simple commit;
-        otherwise the member must exist, use v9+, and commit at its current epoch."""
+    def validate_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
+                        api_version: int) -> CommitPartitionCheck | None:
+        """OffsetCommit to a consumer group, as Kafka 4.3's ConsumerGroup: epoch -1 without members
+        is a simple commit; otherwise the member must exist and use v9+ (a consumer-protocol
+        member). Its current epoch commits anything; a newer one is refused; an older one is
+        checked per partition by the returned check (None: nothing to check)."""
         if member_epoch < 0 and not group.members:
-            return
+            return None
         member = group.members.get(member_id)
         if member is None:
-            raise KafkaError(ErrorCode.unknown_member_id)
-        if member.classic is not None:  # a classic member commits at its generation, its member epoch
-            if member_epoch != member.member_epoch:
-                raise KafkaError(ErrorCode.illegal_generation)
-            return
-        if api_version < 9:
+            raise KafkaError(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group "
+                                                          f"{group.group_id}.")
+        classic = member.classic is not None  # a classic member commits at its generation, its member epoch
+        if not classic and api_version < 9:
             raise KafkaError(ErrorCode.unsupported_version,
                              "OffsetCommit version 9 or above must be used by members using the consumer group "
                              "protocol")
-        if member_epoch != member.member_epoch:
-            raise KafkaError(ErrorCode.stale_member_epoch,
-                             f"The member epoch {member_epoch} is stale; the current one is {member.member_epoch}.")
+        error = ErrorCode.illegal_generation if classic else ErrorCode.stale_member_epoch
+        if member_epoch > member.member_epoch:
+            raise KafkaError(error, f"Received member epoch {member_epoch} is newer than current member epoch "
+                                    f"{member.member_epoch}.")
+        if member_epoch == member.member_epoch:
+            return None
+
+        def check(topic_id: uuid.UUID, partition: int) -> None:
+            held_since = member.partition_epoch(topic_id, partition)
+            if held_since is None:
+                raise KafkaError(error, f"Partition {topic_id}-{partition} is not assigned or pending revocation "
+                                        "for member.")
+            if member_epoch < held_since:
+                raise KafkaError(error, f"Received member epoch {member_epoch} is older than assignment epoch "
+                                        f"{held_since} for partition {topic_id}-{partition}.")
+        return check
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
         """OffsetFetch v9+: a member id and epoch, when given, must be current."""

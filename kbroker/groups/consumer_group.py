@@ -16,6 +16,9 @@ The model follows KIP-848 and Kafka's ConsumerGroup / CurrentAssignmentBuilder:
   epoch jumps to the assignment epoch once nothing is left to revoke.
 - ``partition_owner_epoch`` records, for every partition some member holds (assigned or
   pending revocation), that member's epoch: the "is it free?" test above.
+- Each member keeps the **assignment epoch of each partition** it holds: the member epoch at
+  which the partition became its own (Kafka 4.3's per-partition epochs). An OffsetCommit at an
+  older member epoch is accepted for a partition held since that epoch or earlier.
 
 State names (Empty, Assigning, Reconciling, Stable, Dead) are those Kafka reports in
 ListGroups / DescribeGroups / ConsumerGroupDescribe.
@@ -79,10 +82,21 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # (topic id, partition) -> member epoch at which it was assigned; a held partition missing
+    # here (one restored from the log, which does not keep these) counts from the current epoch
+    partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
     # a classic member (JoinGroup/SyncGroup/Heartbeat): its session timeout and protocols
     classic: tuple[int, list[tuple[str, bytes]]] | None = None
+
+    def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The epoch ``partition`` was assigned to this member at, None if it holds it not
+        (assigned or pending revocation)."""
+        if partition not in self.assigned.get(topic_id, ()) and partition not in self.pending_revocation.get(
+                topic_id, ()):
+            return None
+        return self.partition_epochs.get((topic_id, partition), self.member_epoch)
 
     def cancel_timers(self) -> None:
         for timer in (self.session_timer, self.rebalance_timer):
@@ -228,16 +242,21 @@ class ConsumerGroup:
                 newly[topic_id] = free
             if len(free) < len(want - have):
                 unreleased = True
+        held = {(t, p): member.partition_epochs.get((t, p), member.member_epoch)
+                for t, ps in (*assigned.items(), *revoke.items()) for p in ps}
         if revoke and self._owns_any(owned, revoke):
             # Revocation first: the member keeps its epoch and gets nothing new until the
             # partitions it must give up are confirmed released.
             member.state = MemberState.UNREVOKED_PARTITIONS
             member.assigned, member.pending_revocation = assigned, revoke
+            member.partition_epochs = held
             return
-        for topic_id, ps in newly.items():
-            assigned.setdefault(topic_id, set()).update(ps)
         member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
         if member.member_epoch != self.assignment_epoch:
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = self.assignment_epoch
+        for topic_id, ps in newly.items():
+            assigned.setdefault(topic_id, set()).update(ps)
+            held.update({(topic_id, p): member.member_epoch for p in ps})
         member.assigned, member.pending_revocation = assigned, {}
+        member.partition_epochs = {key: epoch for key, epoch in held.items() if key[1] in assigned.get(key[0], ())}

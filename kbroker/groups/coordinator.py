@@ -21,7 +21,7 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
-    from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
+    from kbroker.groups.consumer_coordinator import CommitPartitionCheck, ConsumerGroupCoordinator
     from kbroker.groups.consumer_group import ConsumerGroup
     from kbroker.groups.offset_store import OffsetAndMetadata, OffsetStore
 
@@ -133,30 +133,32 @@ class GroupCoordinator:
     # ----- offsets and group administration ------------------------------------------------------
 
     def validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                        api_version: int, transactional: bool = False) -> None:
+                        api_version: int, transactional: bool = False) -> CommitPartitionCheck | None:
         """Raises the error an OffsetCommit (or, ``transactional``, a TxnOffsetCommit) gets for this
-        group: member epochs for a consumer group, Kafka's classic-group checks otherwise."""
+        group: member epochs for a consumer group, Kafka's classic-group checks otherwise. An
+        OffsetCommit at an older member epoch returns the check each partition must pass."""
         if self.coordinator_error(group_id):
             raise KafkaError(self.coordinator_error(group_id))
         consumer = self._consumer_group(group_id)
         if consumer is None:
             self.classic.validate_commit(group_id, generation, member_id, instance_id, api_version, transactional)
-            return
+            return None
         cc, group = consumer
         if not transactional:
-            cc.validate_commit(group, member_id, generation, api_version)
-            return
+            return cc.validate_commit(group, member_id, generation, api_version)
         # Kafka: no API-version rule for a transactional commit, and a stale epoch is ILLEGAL_GENERATION;
         # one that names no member at all (generation -1, no member or instance id) is accepted.
+        # Deviation: Kafka 4.3 checks an older epoch partition by partition here too.
         if generation < 0 and not group.members:
-            return
+            return None
         if generation == -1 and not member_id and instance_id is None:
-            return
+            return None
         member = group.members.get(member_id)
         if member is None:
             raise KafkaError(ErrorCode.unknown_member_id)
         if generation != member.member_epoch:
             raise KafkaError(ErrorCode.illegal_generation)
+        return None
 
     def commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
         self.store.commit(group_id, offsets)

@@ -10,7 +10,8 @@ their partitions send their own id); a generation for an unknown group: ILLEGAL_
 (GROUP_ID_NOT_FOUND v9+); for a known classic group UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (v7+),
 ILLEGAL_GENERATION, or REBALANCE_IN_PROGRESS while CompletingRebalance. A consumer (KIP-848)
 group checks the member epoch instead (ConsumerGroupCoordinator.validate_commit):
-UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, UNSUPPORTED_VERSION below v9. Then per partition
+UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, UNSUPPORTED_VERSION below v9; an older member epoch is
+accepted when every partition has been the member's since that epoch. Then per partition
 OFFSET_METADATA_TOO_LARGE past offset.metadata.max.bytes. An empty group id is a group id like
 any other, as in Kafka (only a null one, which the schema cannot carry, is INVALID_GROUP_ID).
 The retention time of v2-4 is ignored, as Kafka 4 does (offsets.retention.minutes applies).
@@ -59,14 +60,20 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     # As Kafka's KafkaApis: unknown partitions are answered first, and a request left with none
     # is answered without reaching the group coordinator (no group check, no simple group made).
     group_error = ErrorCode.none
+    max_metadata = services.settings.offset_metadata_max_bytes
     if known:
         try:
-            services.classic_groups.validate_commit(
+            check = services.classic_groups.validate_commit(
                 request.group_id, request.generation_id_or_member_epoch, request.member_id,
                 getattr(request, "group_instance_id", None), ctx.api_version)
+            # An older member epoch: every partition with acceptable metadata must have been the
+            # member's since then, or the whole commit fails (as Kafka 4.3's per-partition check).
+            for ti, pi, name in known if check is not None else ():
+                p = request.topics[ti].partitions[pi]
+                if len((p.committed_metadata or "").encode()) <= max_metadata:
+                    check(topics_known[name].topic_id, p.partition_index)
         except KafkaError as exc:
             group_error = exc.code
-    max_metadata = services.settings.offset_metadata_max_bytes
     now_ms = services.clock.wall_ms()
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for ti, pi, name in known:

@@ -19,7 +19,7 @@ Dispatcher forwards the modules that declare ``FORWARD_TO_CONTROLLER``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -185,7 +185,10 @@ class ClassicGroups(Protocol):
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]: ...
 
     def validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                        api_version: int, transactional: bool = False) -> None: ...
+                        api_version: int, transactional: bool = False) -> Callable[[uuid.UUID, int], None] | None:
+        """Raises the group's error for the commit, or returns a check each (topic id, partition)
+        must pass (an OffsetCommit at an older KIP-848 member epoch), or None."""
+        ...
 
     def commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None: ...
 

@@ -220,8 +220,10 @@ def test_offset_commit_checks_the_member_epoch() -> None:
         c, _ = make()
         join(c, "a")
         group = c.groups["g"]
-        c.validate_commit(group, "a", 2, 9)
-        assert error_of(lambda: c.validate_commit(group, "a", 0, 9)) == ErrorCode.stale_member_epoch
+        assert c.validate_commit(group, "a", 2, 9) is None  # the current epoch: nothing more to check
+        assert error_of(lambda: c.validate_commit(group, "a", 3, 9)) == ErrorCode.stale_member_epoch
+        older = c.validate_commit(group, "a", 0, 9)  # older: checked per partition
+        assert older is not None and error_of(lambda: older(T, 0)) == ErrorCode.stale_member_epoch
         assert error_of(lambda: c.validate_commit(group, "x", 2, 9)) == ErrorCode.unknown_member_id
         assert error_of(lambda: c.validate_commit(group, "a", 2, 8)) == ErrorCode.unsupported_version
         assert error_of(lambda: c.validate_commit(group, "", -1, 9)) == ErrorCode.unknown_member_id
@@ -231,6 +233,31 @@ def test_offset_commit_checks_the_member_epoch() -> None:
         c.heartbeat(HeartbeatRequest("g", "a", -1))
         c.validate_commit(group, "", -1, 9)  # no members: a simple commit
         assert c.delete_group("g") == ErrorCode.none
+    run(t)
+
+
+def test_offset_commit_at_an_older_epoch_checks_each_partitions_assignment_epoch() -> None:
+    """Kafka 4.3: a commit at an older member epoch is accepted for partitions the member has held
+    since that epoch or earlier, refused (the whole commit) for any other."""
+    def t() -> None:
+        c, _ = make()
+        join(c, "a")  # epoch 2, all six partitions
+        join(c, "b")  # group epoch 3
+        kept = beat(c, "a", 2, {T: set(range(6))}).assignment[T]
+        assert beat(c, "a", 2, {T: kept}).member_epoch == 3
+        given_up = set(range(6)) - kept
+        group = c.groups["g"]
+        at_two = c.validate_commit(group, "a", 2, 9)
+        assert at_two is not None
+        for p in kept:
+            at_two(T, p)  # held since epoch 2
+        assert error_of(lambda: at_two(T, min(given_up))) == ErrorCode.stale_member_epoch
+        at_one = c.validate_commit(group, "a", 1, 9)
+        assert at_one is not None and error_of(lambda: at_one(T, min(kept))) == ErrorCode.stale_member_epoch
+        got = beat(c, "b", 3, {}).assignment[T]
+        assert got == given_up
+        at_two_b = c.validate_commit(group, "b", 2, 9)  # b's partitions are its own since epoch 3
+        assert at_two_b is not None and error_of(lambda: at_two_b(T, min(got))) == ErrorCode.stale_member_epoch
     run(t)
 
 
