@@ -121,6 +121,9 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
         ignored = config.ignored_keys()
         if ignored:
             logging.getLogger("kbroker").info("accepted, not acted on yet: %s", ", ".join(ignored))
+        unknown = config.unknown_keys()
+        if unknown:
+            logging.getLogger("kbroker").warning("not Kafka configuration keys, ignored: %s", ", ".join(unknown))
         await stop.wait()
     finally:
         if broker is not None:

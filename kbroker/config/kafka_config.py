@@ -5,7 +5,8 @@ and checks each value as Kafka 4.3.1 does (``broker_catalogue``: every key Kafka
 controller define, with Kafka's messages), naming the key and its source (file and line, or
 ``--override``). Keys that Kafka has but kbroker does not act on are accepted (so a real Kafka
 ``server.properties`` starts) and listed once at start-up as not acted on yet. A key Kafka does
-not define either is refused: most likely a typo.
+not define either is accepted as Kafka accepts it (plugins read keys of their own) and named at
+start-up with its source as a warning, since it is most likely a typo.
 """
 
 from __future__ import annotations
@@ -207,8 +208,14 @@ class KafkaConfig:
             )
 
     def ignored_keys(self) -> list[str]:
-        """The keys set here that kbroker accepts but does not act on yet."""
-        return sorted(k for k in self.explicit if k not in BROKER_CONFIGS or not BROKER_CONFIGS[k].acted_on)
+        """The Kafka keys set here that kbroker accepts but does not act on yet."""
+        return sorted(k for k in self.explicit
+                      if k.startswith(LISTENER_PREFIX) or (k in BROKER_CONFIGS and not BROKER_CONFIGS[k].acted_on))
+
+    def unknown_keys(self) -> list[str]:
+        """The keys set here that Kafka 4.3.1 does not define, each with where it was set."""
+        return sorted(f"{k} (from {self.sources[k]})" for k in self.explicit
+                      if k not in BROKER_CONFIGS and not k.startswith(LISTENER_PREFIX))
 
 
 def parse_listeners(raw: str, key: str) -> list[tuple[str, str, int]]:
@@ -232,9 +239,7 @@ def _validate(key: str, value: str, source: str) -> None:
     then kbroker's checks of the values it parses further."""
     definition = BROKER_CONFIGS.get(key)
     if definition is None:
-        if key.startswith(LISTENER_PREFIX):
-            return
-        raise ConfigError(f"unknown configuration key '{key}' (from {source})")
+        return  # unknown_keys() names it at start-up
     try:
         check_value(definition, value)
     except InvalidValue as exc:
