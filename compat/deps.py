@@ -144,7 +144,7 @@ def franz_driver() -> Path:
     tmp = Path(tempfile.mkdtemp(dir=cache, prefix="build-"))
     try:
         result = subprocess.run(
-            [go, "build", "-trimpath", "-o", str(tmp / "franz-driver"), "."],
+            [go, "build", "-trimpath", "-buildvcs=false", "-o", str(tmp / "franz-driver"), "."],
             cwd=FRANZ_SOURCES, capture_output=True, text=True, timeout=GO_BUILD_TIMEOUT, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired as exc:

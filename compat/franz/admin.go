@@ -313,16 +313,21 @@ func describeClientQuotas(ctx context.Context, adm *kadm.Client) (any, error) {
 }
 
 // rawOffsetCommit sends one OffsetCommit for partition 0 with the given generation and member
-// id (kgo routes it to the group's coordinator) and answers the partition's error.
+// id (kgo routes it to the group's coordinator) and answers the partition's error. The topic
+// goes by name and by id (from metadata), as v10+ names topics by id.
 func rawOffsetCommit(bootstrap string, r req) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
+	md, err := kadm.NewClient(adminClient(bootstrap)).Metadata(ctx, r.str("topic"))
+	if err != nil {
+		return errValue(err), nil
+	}
 	commit := kmsg.NewPtrOffsetCommitRequest()
 	commit.Group = r.str("group")
 	commit.Generation = int32(r.num("generation", -1))
 	commit.MemberID = r.str("member")
 	topic := kmsg.NewOffsetCommitRequestTopic()
-	topic.Topic = r.str("topic")
+	topic.Topic, topic.TopicID = r.str("topic"), md.Topics[r.str("topic")].ID
 	part := kmsg.NewOffsetCommitRequestTopicPartition()
 	part.Offset = r.num("offset", 0)
 	topic.Partitions = append(topic.Partitions, part)

@@ -245,35 +245,43 @@ func (m *groupMember) positions(topic string) map[string]int64 {
 	return out
 }
 
-// commit commits {partition: [offset, metadata]} as this member (its member id and
-// generation, or member epoch under KIP-848). kgo's own commit calls carry no metadata, so
-// this is the OffsetCommit they send, with the metadata filled in.
+// commit commits {partition: [offset, metadata]} through kgo's own commit path
+// (CommitOffsetsSync: this member's id and generation, or member epoch under KIP-848); kgo
+// commits carry no metadata of their own, so PreCommitFnContext adds it to the request.
 func (m *groupMember) commit(ctx context.Context, topic string, offsets map[string]any) (any, error) {
-	memberID, generation := m.cl.GroupMetadata()
-	commit := kmsg.NewPtrOffsetCommitRequest()
-	commit.Group, commit.MemberID, commit.Generation = m.group, memberID, generation
-	t := kmsg.NewOffsetCommitRequestTopic()
-	t.Topic = topic
+	toCommit := map[int32]kgo.EpochOffset{}
+	metadata := map[int32]string{}
 	for p, v := range offsets {
 		pair := v.([]any)
 		partition, _ := strconv.Atoi(p)
-		part := kmsg.NewOffsetCommitRequestTopicPartition()
-		part.Partition, part.Offset = int32(partition), int64(pair[0].(float64))
-		metadata := fmt.Sprint(pair[1])
-		part.Metadata = &metadata
-		t.Partitions = append(t.Partitions, part)
+		toCommit[int32(partition)] = kgo.EpochOffset{Epoch: -1, Offset: int64(pair[0].(float64))}
+		metadata[int32(partition)] = fmt.Sprint(pair[1])
 	}
-	commit.Topics = append(commit.Topics, t)
-	resp, err := commit.RequestWith(ctx, m.cl)
-	if err != nil {
-		return errValue(err), nil
-	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				return errValue(err), nil
+	ctx = kgo.PreCommitFnContext(ctx, func(commit *kmsg.OffsetCommitRequest) error {
+		for i := range commit.Topics {
+			for j := range commit.Topics[i].Partitions {
+				part := &commit.Topics[i].Partitions[j]
+				if md, ok := metadata[part.Partition]; ok {
+					part.Metadata = &md
+				}
 			}
 		}
-	}
-	return nil, nil
+		return nil
+	})
+	var result any
+	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: toCommit},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				result = errValue(err)
+				return
+			}
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil && result == nil {
+						result = errValue(err)
+					}
+				}
+			}
+		})
+	return result, nil
 }
