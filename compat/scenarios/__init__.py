@@ -41,8 +41,8 @@ class Scenario:
 
 SCENARIOS: dict[str, Scenario] = {}
 # Scenario modules in run order; restart (which stops and kills the targets) runs last.
-MODULES = ("admin", "configs", "produce", "consume", "offsets", "records", "retention", "protocol", "transactions",
-           "compaction", "groups", "versions", "restart")
+MODULES = ("admin", "configs", "config_resources", "produce", "consume", "offsets", "records", "retention",
+           "protocol", "transactions", "compaction", "groups", "versions", "restart")
 
 
 def scenario(
