@@ -178,3 +178,24 @@ def describe_unknown_topic(run: Run) -> Any:
 def describe_cluster(run: Run) -> Any:
     """Cluster id, controller and brokers (node 1 at the target's address)."""
     return run.client.describe_cluster()
+
+
+@scenario("admin/authorized-operations", needs={"admin.describe_cluster", DESCRIBE},
+          clients=("confluent", "kafka-python"))
+def authorized_operations(run: Run) -> Any:
+    """Cluster and topic authorized operations asked for (librdkafka: Metadata's
+    include_cluster/topic_authorized_operations; kafka-python: DescribeCluster and Metadata):
+    without an authorizer every operation Kafka defines on the resource."""
+    t = run.topic()
+    admin = run.client.admin
+    if run.client.name == "confluent":
+        from confluent_kafka import TopicCollection
+
+        cluster = admin.describe_cluster(include_authorized_operations=True).result()
+        (topic,) = admin.describe_topics(TopicCollection([t]), include_authorized_operations=True).values()
+        return {"cluster": sorted(op.name for op in cluster.authorized_operations),
+                "topic": sorted(op.name for op in topic.result().authorized_operations)}
+    cluster = admin.describe_cluster()
+    (topic,) = admin.describe_topics([t])
+    return {"cluster": sorted(cluster["authorized_operations"]),
+            "topic": sorted(topic["authorized_operations"])}

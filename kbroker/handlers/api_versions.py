@@ -1,14 +1,18 @@
 """ApiVersions (key 18), v0–4.
 
 Answers from the node's handler table (``HANDLERS``, or a controller node's own): an API is
-listed exactly when kbroker implements it, with the version range its handler supports. An
+listed exactly when it has a handler, with the version range its handler supports. A broker's
+table is every API a Kafka 4.3.1 broker listener advertises, at Kafka's ranges; the APIs of
+features kbroker has off (ACLs, SASL, delegation tokens, share and streams groups, ...) answer
+as Kafka does with the feature off, so clients see a 4.3 broker, not one "too old". An
 unsupported ApiVersions version is answered by the dispatcher with UNSUPPORTED_VERSION in v0
 framing (KIP-511), as Kafka does.
 Features (v3+, KIP-584): the supported ranges are kbroker's (replication/quorum/feature_control.py:
 metadata.version 7-30, kraft.version 0-0, transaction.version 0-2, group.version 0-1,
-eligible.leader.replicas.version 0-1); the finalized levels and their epoch are the metadata
-log's as this broker has replayed it (the epoch is the image's offset, as Kafka's brokers
-answer), so ``kafka-features upgrade/downgrade`` shows here once the broker has replayed it.
+eligible.leader.replicas.version 0-1, share.version 0-0, streams.version 0-0); the finalized
+levels and their epoch are the metadata log's as this broker has replayed it (the epoch is the
+image's offset, as Kafka's brokers answer), so ``kafka-features upgrade/downgrade`` shows here
+once the broker has replayed it.
 With transaction.version 2 finalized (the default), clients that know it use KIP-890 part 2
 (Produce v12+ / TxnOffsetCommit v5+ instead of AddPartitionsToTxn/AddOffsetsToTxn, EndTxn v5's
 epoch bump). As Kafka 4.3, v3 leaves out supported features whose minimum is 0 (v4 lists them).

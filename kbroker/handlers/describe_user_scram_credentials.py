@@ -4,9 +4,9 @@ Answers each user's SCRAM mechanisms and iteration counts from the credential st
 (``SecurityFeatures.scram``); kbroker has none yet (#18), which reads as a store without users,
 as a Kafka cluster where no credential was ever set: all users (a null or empty list) is an
 empty answer; a named user without credentials is RESOURCE_NOT_FOUND "Attempt to describe a
-user credential that does not exist: <user>"; a user named twice is answered once,
-DUPLICATE_RESOURCE "Cannot describe SCRAM credentials for the same user twice in a single
-request: <user>".
+user credential that does not exist: <user>"; a user named twice is answered once, before
+the others as Kafka orders them, with DUPLICATE_RESOURCE "Cannot describe SCRAM credentials for
+the same user twice in a single request: <user>".
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         counts = Counter(users)
     else:
         counts = Counter(u.name for u in request.users)
-        users = list(counts)
+        # Kafka answers the users named twice first, then the others in request order.
+        users = sorted(counts, key=lambda user: counts[user] == 1)
     for user in users:
         error, message, infos = ErrorCode.none, "", ()
         if counts[user] > 1:
