@@ -42,7 +42,7 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {}
 # Scenario modules in run order; restart (which stops and kills the targets) runs last.
 MODULES = ("admin", "configs", "config_resources", "produce", "consume", "offsets", "records", "retention",
-           "protocol", "transactions", "compaction", "groups", "versions", "restart")
+           "protocol", "transactions", "compaction", "groups", "versions", "feature_off", "restart")
 
 
 def scenario(
