@@ -2,9 +2,9 @@
 
 ``kafka-reassign-partitions`` sends it for a plan with explicit ``log_dirs``. Per partition, in
 Kafka's order: a destination that is not one of ``log.dirs`` (exact absolute path) is
-LOG_DIR_NOT_FOUND, one whose writes are failing KAFKA_STORAGE_ERROR; a partition this broker
-does not host is UNKNOWN_TOPIC_OR_PARTITION (REPLICA_NOT_AVAILABLE when the topic exists: the
-replica is not here yet); otherwise NONE. A replica already in the destination stays; one
+LOG_DIR_NOT_FOUND, one whose writes are failing (or a log that is offline) KAFKA_STORAGE_ERROR;
+a partition this broker does not host is UNKNOWN_TOPIC_OR_PARTITION (REPLICA_NOT_AVAILABLE when
+the topic exists: the replica is not here yet); otherwise NONE. A replica already in the destination stays; one
 moving elsewhere stops that move and starts this one.
 
 The move itself (``storage/log_dir_move.py``) runs as a task on the event loop: the future
@@ -81,6 +81,8 @@ def alter_one(services: Services, path: str, topic: str, index: int) -> ErrorCod
         info = services.catalogue.topics.get(topic)
         known = info is not None and 0 <= index < info.partitions
         return ErrorCode.replica_not_available if known else ErrorCode.unknown_topic_or_partition
+    if current.offline is not None:
+        return ErrorCode.kafka_storage_error  # Kafka: the partition is offline
     if log_manager.dir_of(topic, index) == path or log_manager.future_dir_of(topic, index) == path:
         return ErrorCode.none
     info = services.catalogue.topics.get(topic)
