@@ -70,7 +70,7 @@ def group_configs_cli(run: Run) -> Any:
 def group_configs_admin(run: Run) -> Any:
     """IncrementalAlterConfigs / DescribeConfigs on a GROUP resource through librdkafka's admin
     API (ResourceType.GROUP): SET, the described values and sources, INVALID_CONFIG for a value
-    out of the broker's bounds, for session <= heartbeat and for APPEND, validate-only, DELETE."""
+    out of the broker's bounds and for APPEND, values at the bounds accepted, validate-only, DELETE."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     admin = run.client.admin  # type: ignore[attr-defined]
@@ -105,7 +105,7 @@ def group_configs_admin(run: Run) -> Any:
         "set": alter(("consumer.heartbeat.interval.ms", "7000", s), ("streams.num.standby.replicas", "1", s)),
         "described": describe("7000"),
         "above-max": alter(("consumer.heartbeat.interval.ms", "20000", s)),
-        "session-not-above-heartbeat": alter(("consumer.session.timeout.ms", "45000", s),
+        "at-the-bounds": alter(("consumer.session.timeout.ms", "45000", s),
                                              ("consumer.heartbeat.interval.ms", "15000", s),
                                              ("share.heartbeat.interval.ms", "5000", s)),
         "standby-above-max": alter(("streams.num.standby.replicas", "3", s)),
