@@ -265,7 +265,7 @@ class LogManager:
                              files=self.files, health=self.health, clock=self.clock)
         moved.load(clean_shutdown=True)
         for segment in current.segments:
-            segment.close_file()  # a read in flight on the old files fails cleanly
+            segment.delete()  # never reopened: a read in flight on the old files fails cleanly
         shutil.rmtree(retired, ignore_errors=True)
         self.logs[tp] = moved
         self._dir_of[tp] = new_dir
