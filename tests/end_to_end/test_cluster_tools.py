@@ -7,8 +7,8 @@ upgrade, downgrade, --dry-run, disable, refusals) and ``kafka-cluster unregister
 against a real Kafka cluster and a kbroker cluster of the same topology (compat/cluster.py:
 controller 100, brokers 1-3), one cluster per implementation for this module. Each test asserts
 what a user of the tool relies on: its exit status and the lines it prints, which are the same
-on both except where kbroker supports less (kraft.version 0 only, no share.version or
-streams.version — those lines are left out).
+on both except where kbroker supports less (kraft.version, share.version and streams.version
+at 0 only — those lines are left out).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ FEATURES = "org.apache.kafka.tools.FeatureCommand"
 CLUSTER = "org.apache.kafka.tools.ClusterTool"
 API_VERSIONS = "org.apache.kafka.tools.BrokerApiVersionsCommand"
 DEADLINE_S = 30.0
-# The features both implementations support; Kafka 4.3.1 also lists share.version and streams.version.
+# The features both implementations support at the same levels (kbroker lists share.version and
+# streams.version at 0 only, Kafka 4.3.1 at 0-1).
 COMMON_FEATURES = ("eligible.leader.replicas.version", "group.version", "metadata.version", "transaction.version")
 
 T = TypeVar("T")
