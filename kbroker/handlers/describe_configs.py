@@ -18,7 +18,8 @@ as in Kafka. Another broker id: INVALID_REQUEST ("Unexpected broker id ..."), as
 configuration_keys restricts the answer (null or empty: all); an unknown key is simply absent.
 A successful resource has error message "" (Kafka's answer), a failed one the reason.
 GROUP, CLIENT_METRICS and BROKER_LOGGER resources: kbroker/config/config_resources.py
-(describe_other). Deviation: group keys carry no documentation.
+(describe_other). Deviation: group and client-metrics keys carry no documentation (Kafka's
+ConfigDef texts), and loggers none instead of "".
 """
 
 from __future__ import annotations
