@@ -11,6 +11,8 @@ import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.*;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.config.ConfigResource;
 
 final class AdminOps {
@@ -110,8 +112,54 @@ final class AdminOps {
                 }
                 return out;
             }
+            case "acls": return acls(admin);
+            case "authorized_operations": return authorizedOperations(admin, r.get("topic").asText());
             default: throw new IllegalArgumentException("unknown op " + op);
         }
+    }
+
+    /** List every ACL, add one (User:alice may read topic acl-topic), remove every ACL: each
+     *  step's count or error (SECURITY_DISABLED without an authorizer). */
+    static JsonNode acls(Admin admin) {
+        AclBinding binding = new AclBinding(
+            new org.apache.kafka.common.resource.ResourcePattern(org.apache.kafka.common.resource.ResourceType.TOPIC,
+                "acl-topic", org.apache.kafka.common.resource.PatternType.LITERAL),
+            new org.apache.kafka.common.acl.AccessControlEntry("User:alice", "*",
+                org.apache.kafka.common.acl.AclOperation.READ, org.apache.kafka.common.acl.AclPermissionType.ALLOW));
+        ObjectNode out = CompatDriver.JSON.createObjectNode();
+        try {
+            out.put("describe", admin.describeAcls(AclBindingFilter.ANY).values().get(T, TimeUnit.MILLISECONDS).size());
+        } catch (Exception e) {
+            out.set("describe", CompatDriver.error(e));
+        }
+        try {
+            admin.createAcls(List.of(binding)).all().get(T, TimeUnit.MILLISECONDS);
+            out.putNull("create");
+        } catch (Exception e) {
+            out.set("create", CompatDriver.error(e));
+        }
+        try {
+            out.put("delete", admin.deleteAcls(List.of(AclBindingFilter.ANY)).all().get(T, TimeUnit.MILLISECONDS).size());
+        } catch (Exception e) {
+            out.set("delete", CompatDriver.error(e));
+        }
+        return out;
+    }
+
+    /** The cluster's and a topic's authorized operations, asked for (sorted names). */
+    static JsonNode authorizedOperations(Admin admin, String topic) throws Exception {
+        ObjectNode out = CompatDriver.JSON.createObjectNode();
+        Set<org.apache.kafka.common.acl.AclOperation> cluster = admin.describeCluster(
+            new DescribeClusterOptions().includeAuthorizedOperations(true)).authorizedOperations()
+            .get(T, TimeUnit.MILLISECONDS);
+        TopicDescription described = admin.describeTopics(List.of(topic),
+            new DescribeTopicsOptions().includeAuthorizedOperations(true)).allTopicNames()
+            .get(T, TimeUnit.MILLISECONDS).get(topic);
+        ArrayNode c = out.putArray("cluster");
+        new TreeSet<>(cluster.stream().map(Enum::name).toList()).forEach(c::add);
+        ArrayNode t = out.putArray("topic");
+        new TreeSet<>(described.authorizedOperations().stream().map(Enum::name).toList()).forEach(t::add);
+        return out;
     }
 
     static JsonNode createTopic(Admin admin, JsonNode r) throws Exception {

@@ -181,12 +181,15 @@ def describe_cluster(run: Run) -> Any:
 
 
 @scenario("admin/authorized-operations", needs={"admin.describe_cluster", DESCRIBE},
-          clients=("confluent", "kafka-python"))
+          clients=("confluent", "kafka-python", "java"))
 def authorized_operations(run: Run) -> Any:
     """Cluster and topic authorized operations asked for (librdkafka: Metadata's
-    include_cluster/topic_authorized_operations; kafka-python: DescribeCluster and Metadata):
+    include_cluster/topic_authorized_operations; kafka-python and the Java Admin client:
+    DescribeCluster, and Metadata or DescribeTopicPartitions):
     without an authorizer every operation Kafka defines on the resource."""
     t = run.topic()
+    if run.client.name == "java":  # AdminOps.authorizedOperations in the driver JVM
+        return run.client._call("authorized_operations", topic=t)
     admin = run.client.admin
     if run.client.name == "confluent":
         from confluent_kafka import TopicCollection

@@ -35,7 +35,7 @@ ACLS_TOOL = "org.apache.kafka.tools.AclCommand"
 CONFIGS_TOOL = "kafka.admin.ConfigCommand"
 ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
 GROUP_FEATURES = ("share.version", "streams.version")
-ADMIN_CLIENTS = ("confluent", "kafka-python", "java-cli")
+ADMIN_CLIENTS = ("confluent", "kafka-python", "java", "java-cli")
 
 
 def entity(api_key: int, version: int, nested: str | None = None, **fields: Any) -> Any:
@@ -195,11 +195,13 @@ def without_stack_frames(out: Any) -> Any:
 def acls(run: Run) -> Any:
     """List, add and remove an ACL without an authorizer: SECURITY_DISABLED for each, with
     Kafka's messages; the client reports it its own way (librdkafka's error, kafka-python's
-    SecurityDisabledError, kafka-acls' output)."""
+    SecurityDisabledError, the Java Admin client's exception, kafka-acls' output)."""
     if run.client.name == "confluent":
         return _confluent_acls(run.client.admin)
     if run.client.name == "kafka-python":
         return _kafka_python_acls(run.client.admin)
+    if run.client.name == "java":  # AdminOps.acls in the driver JVM (the adapter has no ACL method)
+        return run.client._call("acls")
     return {step: without_stack_frames(out) for step, out in _cli_acls(run).items()}
 
 
