@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -31,27 +32,7 @@ func groupAdminOp(ctx context.Context, adm *kadm.Client, op string, r req) (any,
 		}
 		return out, nil
 	case "describe_group":
-		described, err := adm.DescribeGroups(ctx, group)
-		if err != nil {
-			return errValue(err), nil
-		}
-		g := described[group]
-		if g.Err != nil {
-			return errValue(g.Err), nil
-		}
-		sizes := []int{}
-		for _, m := range g.Members {
-			n := 0
-			if a, ok := m.Assigned.AsConsumer(); ok {
-				for _, t := range a.Topics {
-					n += len(t.Partitions)
-				}
-			}
-			sizes = append(sizes, n)
-		}
-		sort.Ints(sizes)
-		return map[string]any{"state": g.State, "protocol_type": g.ProtocolType, "protocol": g.Protocol,
-			"members": len(g.Members), "assigned": sizes}, nil
+		return describeGroup(ctx, adm, group)
 	case "delete_group":
 		resp, err := adm.DeleteGroup(ctx, group)
 		if err != nil {
@@ -104,6 +85,53 @@ func groupAdminOp(ctx context.Context, adm *kadm.Client, op string, r req) (any,
 		return out, nil
 	}
 	return nil, fmt.Errorf("unknown op %s", op)
+}
+
+// describeGroup describes a KIP-848 consumer group with ConsumerGroupDescribe, and any other
+// group (Kafka answers GROUP_ID_NOT_FOUND there for a group of another type) with the classic
+// DescribeGroups, as Kafka's Admin client falls back between the two.
+func describeGroup(ctx context.Context, adm *kadm.Client, group string) (any, error) {
+	modern, err := adm.DescribeConsumerGroups(ctx, group)
+	if err != nil {
+		return errValue(err), nil
+	}
+	if g := modern[group]; !errors.Is(g.Err, kerr.GroupIDNotFound) {
+		if g.Err != nil {
+			return errValue(g.Err), nil
+		}
+		sizes := []int{}
+		for _, m := range g.Members {
+			n := 0
+			for _, ps := range m.Assignment {
+				n += len(ps)
+			}
+			sizes = append(sizes, n)
+		}
+		sort.Ints(sizes)
+		return map[string]any{"type": "consumer", "state": g.State, "assignor": g.AssignorName,
+			"members": len(g.Members), "assigned": sizes}, nil
+	}
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return errValue(err), nil
+	}
+	g := described[group]
+	if g.Err != nil {
+		return errValue(g.Err), nil
+	}
+	sizes := []int{}
+	for _, m := range g.Members {
+		n := 0
+		if a, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range a.Topics {
+				n += len(t.Partitions)
+			}
+		}
+		sizes = append(sizes, n)
+	}
+	sort.Ints(sizes)
+	return map[string]any{"type": "classic", "state": g.State, "protocol_type": g.ProtocolType,
+		"protocol": g.Protocol, "members": len(g.Members), "assigned": sizes}, nil
 }
 
 // offsetsOf is {partition: [offset, metadata] or null} as OffsetFetch answered, or an error.
