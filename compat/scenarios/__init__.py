@@ -42,7 +42,8 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {}
 # Scenario modules in run order; restart (which stops and kills the targets) runs last.
 MODULES = ("admin", "configs", "config_resources", "produce", "consume", "offsets", "records", "retention",
-           "protocol", "transactions", "compaction", "groups", "versions", "feature_off", "restart")
+           "protocol", "transactions", "compaction", "groups", "storage_formats", "jbod", "versions", "feature_off",
+           "restart")
 
 
 def scenario(
