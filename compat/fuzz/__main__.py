@@ -1,6 +1,7 @@
 """``python -m compat.fuzz``: record the corpus, run the fuzzer, render its report, replay one case.
 
-- ``record``: run the client stacks through the recording proxy and rewrite ``recorded.jsonl``.
+- ``record``: run the client stacks through the recording proxy and rewrite ``recorded.jsonl``
+  (``--add``: only the client-specific steps, adding the API versions it lacks).
 - ``run --target kbroker|kafka|both --frames N --seed S``: fuzz each target in turn (same
   corpus, same seed, same cases), save ``<target>.json``, the tail of ``<target>.log`` and
   ``report.md`` in ``--out``; exit
@@ -37,8 +38,15 @@ def _run_settings(args: argparse.Namespace, frames: int, first_case: int = 0) ->
 
 def cmd_record(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="fuzz-record-") as tmp:
-        recorded, failures = record.record(Path(tmp), args.clients, args.kbroker_python)
-    corpus.save_recorded(recorded, "recorded by `python -m compat.fuzz record` against kbroker")
+        recorded, failures = record.record(Path(tmp), args.clients, args.kbroker_python, extras_only=args.add)
+    if args.add:
+        before = corpus.load_recorded()
+        recorded = record.add_to(before, recorded)
+        note = f"{before.note}; then `python -m compat.fuzz record --add` (the client-specific steps) added "
+        note += "the (API key, version) pairs it lacked"
+    else:
+        note = "recorded by `python -m compat.fuzz record` against kbroker"
+    corpus.save_recorded(recorded, note)
     kinds = sorted({(f.api_key, f.api_version) for f in recorded.frames})
     print(f"{len(recorded.frames)} frames, {len(kinds)} (API key, version) pairs -> {corpus.RECORDED}")
     for line in failures:
@@ -123,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     rec = commands.add_parser("record", help="record the clients' requests into recorded.jsonl")
     rec.add_argument("--clients", nargs="*", help="client stacks to run (default: all)")
     rec.add_argument("--kbroker-python", default=sys.executable)
+    rec.add_argument("--add", action="store_true",
+                     help="only the client-specific steps; add the (API key, version) pairs recorded.jsonl lacks")
     rec.set_defaults(handler=cmd_record)
 
     run = commands.add_parser("run", help="fuzz kbroker and/or Kafka and write the report")

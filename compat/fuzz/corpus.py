@@ -54,6 +54,9 @@ class BaseFrame:
     source: str  # the client that sent it, or "generated"
     frame: bytes
     layout: Layout | None
+    # A recorded-corpus frame no client sent: made by the recorder (or built by hand) for an
+    # API no client here sends, so that every API has a recorded frame (record.py says which).
+    generated: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class Recorded:
 
     topic_ids: dict[str, uuid.UUID]
     frames: list[BaseFrame]
+    note: str = ""  # how it was made (the file's header line)
 
 
 def served_versions() -> dict[int, list[int]]:
@@ -81,13 +85,13 @@ def served_versions() -> dict[int, list[int]]:
     return {key: list(range(m.MIN_VERSION, m.MAX_VERSION + 1)) for key, m in sorted(HANDLERS.items())}
 
 
-def base_frame(frame: bytes, source: str) -> BaseFrame:
+def base_frame(frame: bytes, source: str, generated: bool = False) -> BaseFrame:
     try:
         layout: Layout | None = walk(frame, trailing_ok=True)  # librdkafka's Metadata v13 has 3 extra bytes
     except LayoutError:
         layout = None  # still a seed for the byte-level operators
     api_key, api_version = struct.unpack_from(">hh", frame, 0)
-    return BaseFrame(api_key, api_version, source, frame, layout)
+    return BaseFrame(api_key, api_version, source, frame, layout, generated)
 
 
 def load_recorded(path: Path = RECORDED) -> Recorded:
@@ -100,8 +104,8 @@ def load_recorded(path: Path = RECORDED) -> Recorded:
     frames = []
     for line in lines[1:]:
         entry = json.loads(line)
-        frames.append(base_frame(base64.b64decode(entry["frame"]), entry["client"]))
-    return Recorded(topic_ids, frames)
+        frames.append(base_frame(base64.b64decode(entry["frame"]), entry["client"], entry.get("generated", False)))
+    return Recorded(topic_ids, frames, head.get("note", ""))
 
 
 def save_recorded(recorded: Recorded, note: str, path: Path = RECORDED) -> None:
@@ -111,6 +115,8 @@ def save_recorded(recorded: Recorded, note: str, path: Path = RECORDED) -> None:
     for f in recorded.frames:
         entry = {"client": f.source, "key": f.api_key, "version": f.api_version,
                  "frame": base64.b64encode(f.frame).decode()}  # fmt: skip
+        if f.generated:
+            entry["generated"] = True
         lines.append(json.dumps(entry, sort_keys=True))
     path.write_text("\n".join(lines) + "\n")
 

@@ -9,7 +9,26 @@ dirs), produce in every compression codec and with acks 0/1/all, consume by offs
 timestamp, list offsets, a consumer group of each protocol the client speaks (join, sync,
 heartbeat, commit, leave, then the group admin calls), and transactions (commit, abort, offsets
 sent to a transaction, an administrative abort). A few APIs only some clients expose are called
-through that client directly (kafka-python's admin, Kafka's CLI tools by their main classes).
+through that client directly (kafka-python's admin, Kafka's CLI tools by their main classes),
+among them the APIs of features kbroker answers switched off, as Kafka does without an
+authorizer or SASL listener: ACLs (kafka-acls, librdkafka and kafka-python admins), client
+quotas and SCRAM credentials (kafka-configs --entity-type clients/users, the admins),
+delegation tokens (kafka-delegation-tokens), a SASL handshake (a librdkafka producer set to
+SASL_PLAINTEXT), share groups (kafka-share-groups, kafka-console-share-consumer), streams groups
+(kafka-streams-groups), raft voters (kafka-metadata-quorum add-controller / remove-controller),
+and the config resources (kafka-client-metrics --list, kafka-configs --entity-type
+groups/broker-loggers). The broker has two ``log.dirs``, so kafka-reassign-partitions with
+``log_dirs`` (and kafka-python's ``alter_replica_log_dirs``) move a replica between them.
+
+No client here sends the rest: SaslAuthenticate (every client stops at the handshake's
+ILLEGAL_SASL_STATE), ShareFetch / ShareAcknowledge (the share consumer stops at the heartbeat's
+UNSUPPORTED_VERSION while share groups are off), DescribeShareGroupOffsets /
+AlterShareGroupOffsets (kafka-share-groups stops at the group description's answer),
+StreamsGroupHeartbeat (needs Kafka Streams, whose jar is not installed), and the inter-broker
+share-group state APIs (Initialize/Read/Write/Delete/ReadSummary). For every served API key no
+client sent, ``record`` adds frames made by ``generate.py``'s ``RequestGenerator`` (one per
+served version), marked ``generated`` in
+``recorded.jsonl``, so the recorded corpus still covers every API.
 
 The proxy keeps every complete request frame with the client that sent it, and reads topic ids
 from Metadata and CreateTopics answers. Kept: at most ``MAX_PER_KIND`` distinct frames per
@@ -22,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import struct
 import sys
 import threading
@@ -40,7 +60,8 @@ from compat.clients.confluent import ConfluentClient
 from compat.clients.java_cli import JavaCliClient
 from compat.clients.kafka_python import KafkaPythonClient
 from compat.fuzz import control, world
-from compat.fuzz.corpus import BaseFrame, Recorded, base_frame
+from compat.fuzz.corpus import BaseFrame, Recorded, base_frame, served_versions
+from compat.fuzz.generate import RequestGenerator
 from compat.targets import HOST, KbrokerTarget, free_port
 
 MAX_PER_KIND = 6
@@ -54,6 +75,17 @@ REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 FEATURES_TOOL = "org.apache.kafka.tools.FeatureCommand"
 CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
+ACLS_TOOL = "org.apache.kafka.tools.AclCommand"
+CONFIGS_TOOL = "kafka.admin.ConfigCommand"
+TOKENS_TOOL = "org.apache.kafka.tools.DelegationTokenCommand"
+CLIENT_METRICS_TOOL = "org.apache.kafka.tools.ClientMetricsCommand"
+SHARE_GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+SHARE_CONSUMER_TOOL = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
+STREAMS_GROUPS_TOOL = "org.apache.kafka.tools.streams.StreamsGroupCommand"
+RECORDER = "recorder"  # the source of the frames ``record`` generates for APIs no client sent
+SECOND_LOG_DIR = "data-2"  # the broker's second log dir, under its work dir
+ACL_PRINCIPAL = "User:fz-alice"
+SCRAM_USER = "fz-alice"
 
 
 class RecordingProxy:
@@ -226,9 +258,9 @@ def transaction_session(client: Client) -> None:
         producer.close()
 
 
-def kafka_python_extras(client: KafkaPythonClient) -> list[tuple[str, Callable[[], Any]]]:
+def kafka_python_extras(client: KafkaPythonClient, second_log_dir: Path) -> list[tuple[str, Callable[[], Any]]]:
     """Admin APIs only kafka-python's admin client exposes among the Python stacks."""
-    from kafka import TopicPartition
+    from kafka import TopicPartition, TopicPartitionReplica
 
     admin = client.admin
     data, txn = world.DATA.name, world.TXN.name
@@ -242,7 +274,47 @@ def kafka_python_extras(client: KafkaPythonClient) -> list[tuple[str, Callable[[
         ("list reassignments", admin.list_partition_reassignments),
         ("alter reassignments", lambda: admin.alter_partition_reassignments({TopicPartition(data, 0): [1]})),
         ("describe topic partitions", lambda: admin.describe_topic_partitions([data])),
+        ("acls", lambda: kafka_python_acls(admin)),
+        ("describe scram credentials", lambda: admin.describe_user_scram_credentials([SCRAM_USER])),
+        ("alter scram credentials", lambda: kafka_python_scram(admin)),
+        ("alter replica log dirs", lambda: admin.alter_replica_log_dirs(
+            {TopicPartitionReplica(data, 1, 1): str(second_log_dir)})),
+        ("list config resources", admin.list_config_resources),
     ]
+
+
+def kafka_python_acls(admin: Any) -> None:
+    """Describe, create and delete one ACL (SECURITY_DISABLED without an authorizer)."""
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+
+    pattern = ResourcePattern(ResourceType.TOPIC, world.DATA.name, ACLResourcePatternType.LITERAL)
+    acl = ACL(principal=ACL_PRINCIPAL, host="*", operation=ACLOperation.READ,
+              permission_type=ACLPermissionType.ALLOW, resource_pattern=pattern)
+    matching = ACLFilter(principal=ACL_PRINCIPAL, host=None, operation=ACLOperation.ANY,
+                         permission_type=ACLPermissionType.ANY,
+                         resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+    for call in (lambda: admin.describe_acls(matching), lambda: admin.create_acls([acl]),
+                 lambda: admin.delete_acls([matching])):
+        with contextlib.suppress(Exception):  # each answer is an error; the next call still goes out
+            call()
+
+
+def kafka_python_scram(admin: Any) -> None:
+    from kafka.admin import ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
+
+    admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(SCRAM_USER, ScramMechanism.SCRAM_SHA_256, "fz-secret", iterations=8192),
+        UserScramCredentialDeletion(SCRAM_USER, ScramMechanism.SCRAM_SHA_512),
+    ])  # fmt: skip
 
 
 def confluent_extras(client: ConfluentClient) -> list[tuple[str, Callable[[], Any]]]:
@@ -278,7 +350,46 @@ def confluent_extras(client: ConfluentClient) -> list[tuple[str, Callable[[], An
         finally:
             reader.close()
 
-    return [("offsets in a transaction", offsets_in_transaction), ("position with leader epoch", position_with_epoch)]
+    def acls() -> None:
+        from confluent_kafka.admin import (
+            AclBinding,
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        binding = AclBinding(ResourceType.TOPIC, world.DATA.name, ResourcePatternType.LITERAL, ACL_PRINCIPAL, "*",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+        matching = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, ACL_PRINCIPAL, None,
+                                    AclOperation.ANY, AclPermissionType.ANY)
+        futures = [client.admin.describe_acls(matching), *client.admin.create_acls([binding]).values(),
+                   *client.admin.delete_acls([matching]).values()]
+        for future in futures:
+            with contextlib.suppress(Exception):  # SECURITY_DISABLED without an authorizer
+                future.result(timeout)
+
+    def scram() -> None:
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        futures = [*client.admin.describe_user_scram_credentials([SCRAM_USER]).values(),
+                   *client.admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                       SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"fz-secret")]).values()]
+        for future in futures:
+            with contextlib.suppress(Exception):  # no credentials stored; altering them is refused
+                future.result(timeout)
+
+    def sasl_handshake() -> None:
+        """A producer set to SASL_PLAINTEXT against the PLAINTEXT listener: it sends
+        SaslHandshake after ApiVersions and stops at the answer."""
+        producer = Producer({"bootstrap.servers": client.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "PLAIN", "sasl.username": SCRAM_USER, "sasl.password": "fz-secret"})
+        with contextlib.suppress(Exception):
+            producer.list_topics(timeout=3)
+
+    return [("offsets in a transaction", offsets_in_transaction), ("position with leader epoch", position_with_epoch),
+            ("acls", acls), ("scram credentials", scram), ("sasl handshake", sasl_handshake)]
 
 
 def java_cli_extras(client: JavaCliClient) -> list[tuple[str, Callable[[], Any]]]:
@@ -313,13 +424,88 @@ def java_cli_extras(client: JavaCliClient) -> list[tuple[str, Callable[[], Any]]
     ]
 
 
-def run_client(client: Client) -> list[str]:
-    """Run every step for ``client``; the failures (not Unsupported) as lines for the log."""
-    steps = scenario_steps(client)
+def java_cli_feature_extras(client: JavaCliClient, second_log_dir: Path) -> list[tuple[str, Callable[[], Any]]]:
+    """Kafka's tools for the APIs of switched-off features, the config resources and JBOD moves."""
+    data = world.DATA.name
+    share_group, streams_group = f"{world.GROUP_PREFIX}share", f"{world.GROUP_PREFIX}streams"
+    acl = ["--allow-principal", ACL_PRINCIPAL, "--operation", "Read", "--topic", data]
+    move = client.workdir / "move-log-dir.json"
+    move.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": data, "partition": 2, "replicas": [1], "log_dirs": [str(second_log_dir)]}]}))  # fmt: skip
+    no_settings = client.workdir / "empty.properties"  # kafka-delegation-tokens wants a --command-config
+    no_settings.write_text("")
+    tokens = ("--command-config", str(no_settings))
+    return [
+        ("kafka-acls list", lambda: client.run(ACLS_TOOL, "--list")),
+        ("kafka-acls add", lambda: client.run(ACLS_TOOL, "--add", *acl)),
+        ("kafka-acls remove", lambda: client.run(ACLS_TOOL, "--remove", "--force", *acl)),
+        ("kafka-configs describe clients", lambda: client.run(CONFIGS_TOOL, "--describe", "--entity-type", "clients")),
+        ("kafka-configs alter clients", lambda: client.run(
+            CONFIGS_TOOL, "--alter", "--entity-type", "clients", "--entity-name", "fz-client",
+            "--add-config", "producer_byte_rate=1048576")),
+        ("kafka-configs describe users", lambda: client.run(
+            CONFIGS_TOOL, "--describe", "--entity-type", "users", "--entity-name", SCRAM_USER)),
+        ("kafka-configs alter users (SCRAM)", lambda: client.run(
+            CONFIGS_TOOL, "--alter", "--entity-type", "users", "--entity-name", SCRAM_USER,
+            "--add-config", "SCRAM-SHA-256=[iterations=8192,password=fz-secret]")),
+        ("kafka-configs describe groups", lambda: client.run(
+            CONFIGS_TOOL, "--describe", "--entity-type", "groups", "--entity-name", share_group)),
+        ("kafka-configs describe broker-loggers", lambda: client.run(
+            CONFIGS_TOOL, "--describe", "--entity-type", "broker-loggers", "--entity-name", "1")),
+        ("kafka-client-metrics list", lambda: client.run(CLIENT_METRICS_TOOL, "--list")),
+        ("kafka-delegation-tokens create", lambda: client.run(
+            TOKENS_TOOL, "--create", "--max-life-time-period", "-1", *tokens)),
+        ("kafka-delegation-tokens renew", lambda: client.run(
+            TOKENS_TOOL, "--renew", "--hmac", "Zno=", "--renew-time-period", "-1", *tokens)),
+        ("kafka-delegation-tokens expire", lambda: client.run(
+            TOKENS_TOOL, "--expire", "--hmac", "Zno=", "--expiry-time-period", "-1", *tokens)),
+        ("kafka-delegation-tokens describe", lambda: client.run(TOKENS_TOOL, "--describe", *tokens)),
+        ("kafka-reassign-partitions log_dirs", lambda: client.run(
+            REASSIGN_TOOL, "--execute", "--reassignment-json-file", str(move))),
+        ("kafka-share-groups list", lambda: client.run(SHARE_GROUPS_TOOL, "--list")),
+        ("kafka-share-groups describe", lambda: client.run(SHARE_GROUPS_TOOL, "--describe", "--group", share_group)),
+        ("kafka-share-groups describe offsets", lambda: client.run(
+            SHARE_GROUPS_TOOL, "--describe", "--offsets", "--group", share_group)),
+        ("kafka-share-groups reset-offsets", lambda: client.run(
+            SHARE_GROUPS_TOOL, "--reset-offsets", "--group", share_group, "--topic", data, "--to-earliest",
+            "--execute")),
+        ("kafka-share-groups delete-offsets", lambda: client.run(
+            SHARE_GROUPS_TOOL, "--delete-offsets", "--group", share_group, "--topic", data)),
+        ("kafka-console-share-consumer", lambda: client.run(
+            SHARE_CONSUMER_TOOL, "--topic", data, "--group", share_group, "--max-messages", "1",
+            "--timeout-ms", "3000")),
+        ("kafka-streams-groups list", lambda: client.run(STREAMS_GROUPS_TOOL, "--list")),
+        ("kafka-streams-groups describe", lambda: client.run(
+            STREAMS_GROUPS_TOOL, "--describe", "--group", streams_group)),
+        ("kafka-metadata-quorum add-controller", lambda: add_controller(client)),
+        ("kafka-metadata-quorum remove-controller", lambda: client.run(
+            QUORUM_TOOL, "remove-controller", "--controller-id", "2", "--controller-directory-id",
+            "AAAAAAAAAAAAAAAAAAAAAQ")),
+    ]
+
+
+def add_controller(client: JavaCliClient) -> Any:
+    """``kafka-metadata-quorum add-controller``: the tool reads the new controller's node id,
+    listener and directory id from its configuration and ``meta.properties``."""
+    metadata_dir = client.workdir / "controller-2"
+    metadata_dir.mkdir(exist_ok=True)
+    (metadata_dir / "meta.properties").write_text(
+        "version=1\ncluster.id=fz-cluster-id-0000000A\nnode.id=2\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAg\n")
+    config = client.workdir / "controller-2.properties"
+    config.write_text(f"process.roles=controller\nnode.id=2\ncontroller.listener.names=CONTROLLER\n"
+                      f"listeners=CONTROLLER://{HOST}:9\nadvertised.listeners=CONTROLLER://{HOST}:9\n"
+                      f"log.dirs={metadata_dir}\n")
+    return client.run(QUORUM_TOOL, "--command-config", str(config), "add-controller")
+
+
+def run_client(client: Client, second_log_dir: Path, extras_only: bool = False) -> list[str]:
+    """Run every step for ``client`` (with ``extras_only``, only its client-specific ones); the
+    failures (not Unsupported) as lines for the log."""
+    steps = [] if extras_only else scenario_steps(client)
     if isinstance(client, KafkaPythonClient):
-        steps += kafka_python_extras(client)
+        steps += kafka_python_extras(client, second_log_dir)
     if isinstance(client, JavaCliClient):
-        steps += java_cli_extras(client)
+        steps += java_cli_extras(client) + java_cli_feature_extras(client, second_log_dir)
     if isinstance(client, ConfluentClient):
         steps += confluent_extras(client)
     failures = []
@@ -333,13 +519,24 @@ def run_client(client: Client) -> list[str]:
     return failures
 
 
-def record(workdir: Path, client_names: list[str] | None = None,
-           kbroker_python: str = sys.executable) -> tuple[Recorded, list[str]]:
-    """Record the clients' traffic against a fresh kbroker (run by ``kbroker_python``);
-    (the recording, the steps that failed)."""
+def generated_frames(recorded: list[BaseFrame], topic_ids: dict[str, uuid.UUID]) -> list[BaseFrame]:
+    """One ``RequestGenerator`` frame per served version of each API key no client sent."""
+    sent = {f.api_key for f in recorded}
+    generator = RequestGenerator(random.Random("record"), topic_ids)
+    return [base_frame(generator.frame(key, version), RECORDER, generated=True)
+            for key, versions in served_versions().items() if key not in sent for version in versions]
+
+
+def record(workdir: Path, client_names: list[str] | None = None, kbroker_python: str = sys.executable,
+           extras_only: bool = False) -> tuple[Recorded, list[str]]:
+    """Record the clients' traffic against a fresh kbroker (run by ``kbroker_python``), plus
+    generated frames for the APIs none of them sent; (the recording, the steps that failed).
+    ``extras_only`` runs only the client-specific steps (to add APIs to an existing recording)."""
     proxy_port = free_port()
-    advertised = {"advertised.listeners": f"PLAINTEXT://{HOST}:{proxy_port}"}
-    target = KbrokerTarget(workdir / "kbroker", python=kbroker_python, extra=advertised)
+    second_log_dir = workdir / "kbroker" / SECOND_LOG_DIR
+    log_dirs = f"{workdir / 'kbroker' / 'data'},{second_log_dir}"  # two, for AlterReplicaLogDirs
+    settings = {"advertised.listeners": f"PLAINTEXT://{HOST}:{proxy_port}", "log.dirs": log_dirs}
+    target = KbrokerTarget(workdir / "kbroker", python=kbroker_python, extra=settings)
     proxy = RecordingProxy(target.port)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="recording-proxy", daemon=True)
@@ -362,7 +559,7 @@ def record(workdir: Path, client_names: list[str] | None = None,
             proxy.label = name
             client = cls(f"{HOST}:{proxy_port}", workdir / name)
             try:
-                failures += run_client(client)
+                failures += run_client(client, second_log_dir, extras_only)
             finally:
                 with contextlib.suppress(Exception):
                     client.close()
@@ -371,5 +568,18 @@ def record(workdir: Path, client_names: list[str] | None = None,
         target.stop()
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
-    frames = [(label, frame) for label, frame in proxy.frames if label != "set-up"]
-    return Recorded(dict(proxy.topic_ids), keep(frames)), failures
+    sent = keep([(label, frame) for label, frame in proxy.frames if label != "set-up"])
+    return Recorded(dict(proxy.topic_ids), sent + generated_frames(sent, proxy.topic_ids)), failures
+
+
+def add_to(old: Recorded, new: Recorded) -> Recorded:
+    """``old`` topped up from ``new``: client-sent frames of (key, version) pairs ``old`` lacks
+    (an old generated frame gives way when a client now sends its API), and generated frames
+    only for API keys with no frame at all."""
+    sent_now = {f.api_key for f in new.frames if not f.generated}
+    kept = [f for f in old.frames if not (f.generated and f.api_key in sent_now)]
+    have_pairs = {(f.api_key, f.api_version) for f in kept}
+    have_keys = {f.api_key for f in kept}
+    added = [f for f in new.frames if (f.api_key, f.api_version) not in have_pairs and not f.generated]
+    added += [f for f in new.frames if f.generated and f.api_key not in have_keys]
+    return Recorded({**new.topic_ids, **old.topic_ids}, kept + added)

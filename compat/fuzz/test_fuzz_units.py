@@ -23,7 +23,7 @@ from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9 import response as produce_v9_response
 
-from compat.fuzz import corpus, world
+from compat.fuzz import corpus, record, world
 from compat.fuzz.generate import RequestGenerator, record_batch
 from compat.fuzz.invariants import DiskWatch, LogWatch
 from compat.fuzz.layout import COUNT, LENGTH, RECORDS, walk
@@ -224,3 +224,23 @@ def test_report_round_trip(tmp_path: Path) -> None:
     run.note_latency(0, 1.5)
     run.save(tmp_path / "kbroker.json")
     assert TargetRun.load(tmp_path / "kbroker.json").apis[0].slowest_s == 1.5
+
+
+def test_topping_up_a_recording(tmp_path: Path) -> None:
+    """``record --add`` keeps the old frames, adds client frames of missing (key, version)
+    pairs, lets a hand-built frame give way to a client's, and generates only for APIs no
+    frame covers; the ``generated`` mark survives the file."""
+    generator = RequestGenerator(random.Random(4), {})
+
+    def frame(key: int, version: int, source: str, generated: bool = False) -> corpus.BaseFrame:
+        return corpus.base_frame(generator.frame(key, version), source, generated)
+
+    old = corpus.Recorded({}, [frame(3, 12, "java"), frame(29, 3, "kio-built", True), frame(36, 2, "kio-built", True)])
+    new = corpus.Recorded({}, [frame(3, 12, "java"), frame(3, 13, "java"), frame(29, 2, "confluent"),
+                               frame(36, 0, record.RECORDER, True), frame(83, 0, record.RECORDER, True)])  # fmt: skip
+    merged = record.add_to(old, new)
+    assert [(f.api_key, f.api_version, f.source) for f in merged.frames] == [
+        (3, 12, "java"), (36, 2, "kio-built"), (3, 13, "java"), (29, 2, "confluent"), (83, 0, record.RECORDER)]
+    path = tmp_path / "recorded.jsonl"
+    corpus.save_recorded(merged, "test", path)
+    assert [f.generated for f in corpus.load_recorded(path).frames] == [False, True, False, False, True]
