@@ -244,23 +244,9 @@ class ForwardingController:
 
     async def set_topic_configs(self, name: str, overrides: Mapping[str, str | None],
                                 validate_only: bool = False) -> None:
-        current = self._topic(name).configs
         wanted = self._validated(overrides)
-        m = alter_configs_v1
-        ops = [m.AlterableConfig(name=k, config_operation=_SET, value=v)
-               for k, v in wanted.items() if current.get(k) != v]
-        ops += [m.AlterableConfig(name=k, config_operation=_DELETE, value=None) for k in current if k not in wanted]
-        if validate_only or not ops:
-            return
-        response = await self._forward(44, 1, m.IncrementalAlterConfigsRequest(
-            resources=(m.AlterConfigsResource(resource_type=i8(TOPIC_RESOURCE), resource_name=name,
-                                              configs=tuple(ops)),),
-            validate_only=False,
-        ))
-        result = response.responses[0]
-        if result.error_code != ErrorCode.none:
-            raise KafkaError(result.error_code, result.error_message)
-        await self._until(lambda: name in self.topics and self.topics[name].configs == wanted)
+        await self._replace_configs(TOPIC_RESOURCE, name, self._topic(name).configs, wanted, validate_only,
+                                    lambda: name in self.topics and self.topics[name].configs == wanted)
 
     def dynamic_broker_configs(self, resource_name: str) -> dict[str, str]:
         """The dynamic configs of BROKER resource ``resource_name`` ("": the cluster-wide defaults)."""
@@ -270,22 +256,9 @@ class ForwardingController:
                                  validate_only: bool = False) -> None:
         """Make ``wanted`` the dynamic configs of BROKER resource ``resource_name`` ("" or this
         broker's id), through the controller; returns once this broker has replayed them."""
-        current = self.dynamic_broker_configs(resource_name)
-        m = alter_configs_v1
-        ops = [m.AlterableConfig(name=k, config_operation=_SET, value=v)
-               for k, v in wanted.items() if current.get(k) != v]
-        ops += [m.AlterableConfig(name=k, config_operation=_DELETE, value=None) for k in current if k not in wanted]
-        if validate_only or not ops:
-            return
-        response = await self._forward(44, 1, m.IncrementalAlterConfigsRequest(
-            resources=(m.AlterConfigsResource(resource_type=i8(BROKER_RESOURCE), resource_name=resource_name,
-                                              configs=tuple(ops)),),
-            validate_only=False,
-        ))
-        result = response.responses[0]
-        if result.error_code != ErrorCode.none:
-            raise KafkaError(result.error_code, result.error_message)
-        await self._until(lambda: self.dynamic_broker_configs(resource_name) == dict(wanted))
+        await self._replace_configs(BROKER_RESOURCE, resource_name, self.dynamic_broker_configs(resource_name),
+                                    wanted, validate_only,
+                                    lambda: self.dynamic_broker_configs(resource_name) == dict(wanted))
 
     def resource_configs(self, resource_type: int, resource_name: str) -> dict[str, str]:
         """The stored configs of a GROUP or CLIENT_METRICS resource (empty when it has none)."""
@@ -299,7 +272,14 @@ class ForwardingController:
                                    validate_only: bool = False) -> None:
         """Make ``wanted`` the configs of a GROUP or CLIENT_METRICS resource through the
         controller (ConfigRecords); returns once this broker has replayed them."""
-        current = self.resource_configs(resource_type, resource_name)
+        await self._replace_configs(resource_type, resource_name, self.resource_configs(resource_type, resource_name),
+                                    wanted, validate_only,
+                                    lambda: self.resource_configs(resource_type, resource_name) == dict(wanted))
+
+    async def _replace_configs(self, resource_type: int, resource_name: str, current: Mapping[str, str],
+                               wanted: Mapping[str, str], validate_only: bool, replayed: Callable[[], bool]) -> None:
+        """Forward the SETs and DELETEs that turn ``current`` into ``wanted`` as one
+        IncrementalAlterConfigs, then wait until this broker has replayed the result."""
         m = alter_configs_v1
         ops = [m.AlterableConfig(name=k, config_operation=_SET, value=v)
                for k, v in wanted.items() if current.get(k) != v]
@@ -314,7 +294,7 @@ class ForwardingController:
         result = response.responses[0]
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
-        await self._until(lambda: self.resource_configs(resource_type, resource_name) == dict(wanted))
+        await self._until(replayed)
 
     def check_replica_assignment(self, replica_lists: Sequence[Sequence[int]]) -> None:
         check_replica_lists(replica_lists, self.image.brokers)
