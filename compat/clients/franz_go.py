@@ -23,19 +23,16 @@ from typing import Any
 from compat.clients.base import (
     ADMIN_FEATURES,
     PRODUCE_FEATURES,
-    Client,
     FetchSettings,
     GroupMember,
     Json,
-    OffsetSpec,
-    Rec,
     Start,
     Unsupported,
-    b64,
     fetch_config,
     record,
     unb64,
 )
+from compat.clients.driver_client import DriverClient
 from compat.clients.java import FETCH_NAMES
 from compat.clients.java_driver import JavaDriver, JavaDriverError
 from compat.deps import franz_driver
@@ -56,21 +53,13 @@ class FranzDriver(JavaDriver):
         return self.proc
 
 
-def wire(records: list[Rec]) -> list[dict[str, Any]]:
-    return [
-        {"key": b64(r.key), "value": b64(r.value), "partition": r.partition, "timestamp": r.timestamp,
-         "headers": [[k, b64(v)] for k, v in r.headers]}
-        for r in records
-    ]  # fmt: skip
-
-
 def records_of(raw: list[dict[str, Any]]) -> list[Json]:
     return [record(r["partition"], r["offset"], unb64(r["key"]), unb64(r["value"]),
                    [(k, unb64(v)) for k, v in r["headers"]], r["timestamp"], r["timestamp_type"])
             for r in raw]  # fmt: skip
 
 
-class FranzGoClient(Client):
+class FranzGoClient(DriverClient):
     name = "franz-go"
     FEATURES = frozenset(
         ADMIN_FEATURES | PRODUCE_FEATURES
@@ -80,55 +69,12 @@ class FranzGoClient(Client):
            "group.delete_offsets", "group.raw"}
     )  # fmt: skip
 
-    def __init__(self, bootstrap: str, workdir: Path) -> None:
-        super().__init__(bootstrap, workdir)
-        self.driver = FranzDriver(workdir)
-
-    def close(self) -> None:
-        self.driver.close()
-
-    def reconnect(self) -> None:
-        self.driver.close()  # a new process (and kgo clients) starts on the next request
-
-    def _call(self, op: str, **args: Any) -> Any:
-        return self.driver.call(op, bootstrap=self.bootstrap, **args)
+    def make_driver(self, workdir: Path) -> FranzDriver:
+        return FranzDriver(workdir)
 
     # --- admin (kadm) ------------------------------------------------------------------------
-    def create_topic(
-        self, name: str, partitions: int = 1, rf: int = 1,
-        configs: dict[str, str] | None = None, validate_only: bool = False,
-    ) -> Json:  # fmt: skip
-        return self._call("create_topic", name=name, partitions=partitions, rf=rf, configs=configs or {},
-                          validate_only=validate_only)  # fmt: skip
-
-    def delete_topic(self, name: str) -> Json:
-        return self._call("delete_topic", name=name)
-
-    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> Json:
-        return self._call("create_partitions", name=name, total=total, validate_only=validate_only)
-
-    def describe_topic(self, name: str) -> Json:
-        return self._call("describe_topic", name=name)
-
-    def list_topics(self) -> Json:
-        return self._call("list_topics")
-
     def describe_cluster(self) -> Json:
         return self._call("describe_cluster")
-
-    def describe_configs(
-        self, kind: str, name: str, keys: list[str] | None = None, synonyms: bool = False
-    ) -> Json:
-        return self._call("describe_configs", type=kind, name=name, keys=keys, synonyms=synonyms)
-
-    def alter_configs(self, topic: str, ops: list[tuple[str, str, str | None]]) -> Json:
-        return self._call("alter_configs", topic=topic, ops=[list(o) for o in ops])
-
-    def delete_records(self, topic: str, partition: int, before: int) -> Json:
-        return self._call("delete_records", topic=topic, partition=partition, before=before)
-
-    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec, isolation: str | None = None) -> Json:
-        return self._call("list_offsets", topic=topic, partition=partition, spec=spec, isolation=isolation)
 
     def api_versions(self) -> Json:
         return self._call("api_versions")
@@ -152,34 +98,11 @@ class FranzGoClient(Client):
     def list_groups(self, state: str | None = None) -> Json:
         return self._call("list_groups", states=[state] if state else [])
 
-    def describe_group(self, group: str) -> Json:
-        return self._call("describe_group", group=group)
-
-    def delete_group(self, group: str) -> Json:
-        return self._call("delete_group", group=group)
-
-    def group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
-        return self._call("group_offsets", group=group, topic=topic, partitions=partitions)
-
-    def alter_group_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> Json:
-        return self._call("alter_group_offsets", group=group, topic=topic,
-                          offsets={str(p): o for p, o in offsets.items()})  # fmt: skip
-
-    def delete_group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
-        return self._call("delete_group_offsets", group=group, topic=topic, partitions=partitions)
-
     def raw_offset_commit(self, group: str, generation: int, member: str, topic: str, offset: int) -> Json:
         return self._call("raw_offset_commit", group=group, generation=generation, member=member, topic=topic,
                           offset=offset)  # fmt: skip
 
     # --- data (kgo) --------------------------------------------------------------------------
-    def produce(
-        self, topic: str, records: list[Rec], *, acks: str = "all", codec: str = "none",
-        sync: bool = False, extra: dict[str, str] | None = None,
-    ) -> Json:  # fmt: skip
-        props = {"acks": acks, "compression.type": codec, **(extra or {})}
-        return self._call("produce", topic=topic, records=wire(records), props=props, sync=sync)
-
     def consume(
         self, topic: str, partitions: list[int], start: Start, *,
         until: dict[int, int] | None = None, max_records: int | None = None,

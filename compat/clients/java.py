@@ -14,20 +14,18 @@ from compat.clients.base import (
     ADMIN_FEATURES,
     CONSUME_FEATURES,
     PRODUCE_FEATURES,
-    Client,
     FetchSettings,
     GroupMember,
     Json,
-    OffsetSpec,
     Rec,
     Start,
     TxnProducer,
     Unsupported,
-    b64,
     fetch_config,
     record,
     unb64,
 )
+from compat.clients.driver_client import DriverClient, wire
 from compat.clients.java_driver import JavaDriver
 
 FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
@@ -39,15 +37,7 @@ FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
 }
 
 
-def wire(records: list[Rec]) -> list[dict[str, Any]]:
-    return [
-        {"key": b64(r.key), "value": b64(r.value), "partition": r.partition, "timestamp": r.timestamp,
-         "headers": [[k, b64(v)] for k, v in r.headers]}
-        for r in records
-    ]  # fmt: skip
-
-
-class JavaClient(Client):
+class JavaClient(DriverClient):
     name = "java"
     FEATURES = frozenset(
         ADMIN_FEATURES | {"list_offsets.max_timestamp", "list_offsets.isolation", "transactions"} | PRODUCE_FEATURES
@@ -55,37 +45,8 @@ class JavaClient(Client):
                               "group.assign"}
     )
 
-    def __init__(self, bootstrap: str, workdir: Path) -> None:
-        super().__init__(bootstrap, workdir)
-        self.driver = JavaDriver(workdir)
-
-    def close(self) -> None:
-        self.driver.close()
-
-    def reconnect(self) -> None:
-        self.driver.close()  # a new JVM (and Admin client) starts on the next request
-
-    def _call(self, op: str, **args: Any) -> Any:
-        return self.driver.call(op, bootstrap=self.bootstrap, **args)
-
-    def create_topic(
-        self, name: str, partitions: int = 1, rf: int = 1,
-        configs: dict[str, str] | None = None, validate_only: bool = False,
-    ) -> Json:  # fmt: skip
-        return self._call("create_topic", name=name, partitions=partitions, rf=rf, configs=configs or {},
-                          validate_only=validate_only)  # fmt: skip
-
-    def delete_topic(self, name: str) -> Json:
-        return self._call("delete_topic", name=name)
-
-    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> Json:
-        return self._call("create_partitions", name=name, total=total, validate_only=validate_only)
-
-    def describe_topic(self, name: str) -> Json:
-        return self._call("describe_topic", name=name)
-
-    def list_topics(self) -> Json:
-        return self._call("list_topics")
+    def make_driver(self, workdir: Path) -> JavaDriver:
+        return JavaDriver(workdir)
 
     def describe_cluster(self) -> Json:
         c = self._call("describe_cluster")
@@ -93,20 +54,6 @@ class JavaClient(Client):
             return c
         c["nodes"] = sorted([n[0], f"{n[1]}:{n[2]}"] for n in c["nodes"])
         return c
-
-    def describe_configs(
-        self, kind: str, name: str, keys: list[str] | None = None, synonyms: bool = False
-    ) -> Json:
-        return self._call("describe_configs", type=kind, name=name, keys=keys, synonyms=synonyms)
-
-    def alter_configs(self, topic: str, ops: list[tuple[str, str, str | None]]) -> Json:
-        return self._call("alter_configs", topic=topic, ops=[list(o) for o in ops])
-
-    def delete_records(self, topic: str, partition: int, before: int) -> Json:
-        return self._call("delete_records", topic=topic, partition=partition, before=before)
-
-    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec, isolation: str | None = None) -> Json:
-        return self._call("list_offsets", topic=topic, partition=partition, spec=spec, isolation=isolation)
 
     def transactional_producer(self, transactional_id: str) -> TxnProducer:
         return JavaTxnProducer(self, transactional_id)
@@ -122,29 +69,6 @@ class JavaClient(Client):
         if state is not None:
             raise Unsupported("list_groups state filter")
         return self._call("list_groups")
-
-    def describe_group(self, group: str) -> Json:
-        return self._call("describe_group", group=group)
-
-    def delete_group(self, group: str) -> Json:
-        return self._call("delete_group", group=group)
-
-    def group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
-        return self._call("group_offsets", group=group, topic=topic, partitions=partitions)
-
-    def alter_group_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> Json:
-        return self._call("alter_group_offsets", group=group, topic=topic,
-                          offsets={str(p): o for p, o in offsets.items()})  # fmt: skip
-
-    def delete_group_offsets(self, group: str, topic: str, partitions: list[int]) -> Json:
-        return self._call("delete_group_offsets", group=group, topic=topic, partitions=partitions)
-
-    def produce(
-        self, topic: str, records: list[Rec], *, acks: str = "all", codec: str = "none",
-        sync: bool = False, extra: dict[str, str] | None = None,
-    ) -> Json:  # fmt: skip
-        props = {"acks": acks, "compression.type": codec, **(extra or {})}
-        return self._call("produce", topic=topic, records=wire(records), props=props, sync=sync)
 
     def consume(
         self, topic: str, partitions: list[int], start: Start, *,
