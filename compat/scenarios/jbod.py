@@ -26,6 +26,7 @@ from compat.targets import KbrokerTarget, Target, kafka_target
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 TOPICS = "org.apache.kafka.tools.TopicCommand"
+OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 NODE_ID = 1
 PARTITIONS = 2
@@ -101,7 +102,12 @@ def jbod_reassign_log_dirs(run: Run) -> Any:
             if not any("in progress" in line for line in verified[1]) or time.monotonic() > deadline:
                 break
         after = placement(bootstrap, topic, names)
-        read = client.consume(topic, list(range(PARTITIONS)), "earliest", max_records=40)
+        read = 0
+        offsets = tool(bootstrap, OFFSETS, "--topic", topic)[1]  # "topic:partition:end offset" lines
+        ends = {int(line.split(":")[1]): int(line.split(":")[2]) for line in offsets}
+        for p, end in sorted(ends.items()):  # one partition at a time: the console consumer reads so
+            got = client.consume(topic, [p], 0, until={p: end}, timeout_s=30.0) if end else {}
+            read += len(got.get("records", got.get("stdout", []))) if isinstance(got, dict) else 0
         more = client.produce(topic, run.recs(1, prefix="after"))
         bad_plan = plan_file(workdir / "bad.json", topic, {0: str(workdir / "no-such-dir")})
         bad = tool(bootstrap, REASSIGN, "--reassignment-json-file", bad_plan, "--execute", "--timeout", "3000")
@@ -112,7 +118,7 @@ def jbod_reassign_log_dirs(run: Run) -> Any:
                                    for p in range(PARTITIONS)},
             "execute": [executed[0], _drop_assignment(named(executed[1], names))],
             "verify": [verified[0], named(verified[1], names)],
-            "read": len(read.get("records", [])) if isinstance(read, dict) else read,
+            "read": read,
             "after_move_write": more,
             "unknown_dir": [bad[0], _drop_assignment(named(bad[1], names))],
         }  # fmt: skip
