@@ -287,6 +287,12 @@ def assign_commit(run: Run, protocol: str) -> dict[str, Any]:
     t = run.topic(partitions=2)
     group = group_id(run)
     fill(run, t, 2, 4)
+    # The consumer reads its start from the group's coordinator: on a fresh broker that waits
+    # for __consumer_offsets, which librdkafka retries slowly, so the harness waits for it first.
+    ready, got = wait_until(lambda: run.harness.group_offsets(group, t, [0]), lambda o: "error" not in o,
+                            DRIVE_TIMEOUT_S)
+    if not ready:
+        raise GroupTimeout(f"the coordinator of {group} kept answering {got}")
     first = run.client.assigned_member(t, group, protocol, [0, 1])
     try:
         out: dict[str, Any] = {"records": short(drive([first], 2, {0: 4, 1: 4}))}
