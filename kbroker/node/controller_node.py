@@ -66,7 +66,9 @@ class ControllerNode:
         self.metadata_dir = os.path.join(metadata_dir, f"{METADATA_TOPIC}-0")
         os.makedirs(self.metadata_dir, exist_ok=True)
         self.metadata_log = PartitionLog(self.metadata_dir, METADATA_TOPIC, 0, LogConfig(
-            segment_bytes=config.get_int("metadata.log.segment.bytes"),
+            # Kafka's test-only key wins, as in Kafka (metadata.log.segment.bytes is at least 8 MiB)
+            segment_bytes=(config.get_int("internal.metadata.log.segment.bytes")
+                           or config.get_int("metadata.log.segment.bytes")),
             segment_ms=config.get_int("metadata.log.segment.ms")), clock=clock)
         self.snapshots = SnapshotPolicy(SnapshotSettings(
             max_bytes_between_snapshots=config.get_int("metadata.log.max.record.bytes.between.snapshots"),

@@ -1,6 +1,7 @@
 """Log compaction on a real broker process, driven by confluent-kafka over real sockets.
 
-The broker runs with 16 KiB segments (``log.segment.bytes``) and ``log.cleaner.backoff.ms=100``.
+The broker runs with 1 MiB segments (``log.segment.bytes``, Kafka's smallest) and
+``log.cleaner.backoff.ms=100``; values are 0.3-2 KB, so the workload spans about a dozen segments.
 A compacted topic is created with ``min.cleanable.dirty.ratio=1.0`` (never dirty enough), the
 keyed workload (overwrites and tombstones, ``random.Random(seed)``) is produced, a filler key is
 written until the workload's last segment has rolled, and only then the ratio is lowered with
@@ -27,6 +28,8 @@ from tests.broker_process import BrokerProcess
 KEYS = 300
 RECORDS = 12_000
 FILLER = b"~filler"
+SEGMENT_BYTES = 1024 * 1024
+PAD = 16  # value padding per unit of the workload's random size
 DEADLINE_S = 60.0
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.0", "delete.retention.ms": "0"}
 Latest = dict[bytes, tuple[int, bytes | None]]
@@ -35,7 +38,7 @@ Latest = dict[bytes, tuple[int, bytes | None]]
 @pytest.fixture
 def compaction_broker(tmp_path) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(str(tmp_path / "data"), overrides={
-        "log.segment.bytes": "16384", "log.cleaner.backoff.ms": "100",
+        "log.segment.bytes": str(SEGMENT_BYTES), "log.cleaner.backoff.ms": "100",
     })
     proc.start()
     yield proc
@@ -69,14 +72,14 @@ def produce_workload(bootstrap: str, topic: str, seed: int, records: int, latest
 
     for i in range(records):
         key = b"key-%04d" % rng.randrange(KEYS)
-        value = None if rng.random() < 0.1 else b"value-%06d-" % i + b"x" * rng.randrange(20, 120)
+        value = None if rng.random() < 0.1 else b"value-%06d-" % i + b"x" * (rng.randrange(20, 120) * PAD)
         pending.append((key, value))
         producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
         if i % 1000 == 0:
             producer.poll(0)
     producer.flush(30)
-    for i in range(200):  # 200 x ~100 bytes > one 16 KiB segment
-        producer.produce(topic, key=FILLER, value=b"f%05d" % i + b"y" * 100)
+    for i in range(200):  # 200 x ~6 KB > one segment
+        producer.produce(topic, key=FILLER, value=b"f%05d" % i + b"y" * (SEGMENT_BYTES // 170))
     assert producer.flush(30) == 0
 
 

@@ -27,10 +27,11 @@ def run_cli(*args: str, cwd: str) -> subprocess.CompletedProcess[str]:
 
 def test_bad_config_exits_2_and_starts_nothing(tmp_path):
     props = tmp_path / "server.properties"
-    props.write_text("log.dirs=./d\nnot.a.kafka.key=1\n")
+    props.write_text("log.dirs=./d\nnum.partitions=abc\n")
     result = run_cli("serve", "--config", str(props), cwd=str(tmp_path))
     assert result.returncode == 2
-    assert "not.a.kafka.key" in result.stderr and f"{props}:2" in result.stderr
+    assert ("Invalid value abc for configuration num.partitions: Not a number of type INT" in result.stderr
+            and f"{props}:2" in result.stderr)
     assert not (tmp_path / "d").exists()
 
 

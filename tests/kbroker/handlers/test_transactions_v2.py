@@ -91,8 +91,10 @@ def test_s9_late_produce_is_fenced_by_the_epoch_bump(broker: BrokerProcess, cadm
 
 
 def test_transaction_log_value_v1_round_trip() -> None:
+    # Every value is written as v1, as Kafka 4.3.1 writes them (v0 values are still read:
+    # tests/protocol/test_internal_records.py)
     v0 = TransactionMetadata("a", 7, 3, 60000, TransactionState.ONGOING, {("t", 1), ("t", 0), ("u", 2)}, 10, 5)
-    assert encode_value(v0)[:2] == b"\x00\x00"
+    assert encode_value(v0)[:2] == b"\x00\x01"
     assert decode(encode_key("a"), encode_value(v0))[1] == v0
     v1 = TransactionMetadata("a", 7, 32767, 60000, TransactionState.PREPARE_COMMIT, {("t", 1), ("t", 0)}, 10, 5,
                              previous_producer_id=6, next_producer_id=8, client_transaction_version=2)
