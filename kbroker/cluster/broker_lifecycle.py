@@ -187,9 +187,13 @@ class BrokerLifecycleManager:
         # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.
         self.metadata = InterBrokerClient(host, port, self.source, client_id + "-metadata")
 
-    def _find_controller(self, hint: int | None = None) -> None:
-        """Talk to another voter: the leader a controller named, or the next one in turn."""
-        if self._stopped:
+    def _find_controller(self, hint: int | None = None, failed: object = None) -> None:
+        """Talk to another voter: the leader a controller named, or the next one in turn.
+        ``failed`` is the client whose request failed: when an earlier switch (by another of
+        this broker's loops) has already replaced it, its failure says nothing about the current
+        controller, and switching again would have the loops close each other's new connections
+        in turn (seen: a broker flipping between two voters every 100 ms, fenced for a minute)."""
+        if self._stopped or (failed is not None and failed not in (self.control, self.heartbeats, self.metadata)):
             return
         if hint is None or hint not in self.voters or hint == self.controller_id:
             if len(self.voters) == 1:
@@ -224,15 +228,16 @@ class BrokerLifecycleManager:
                 rack=self.settings.rack, is_migrating_zk_broker=False, log_dirs=(),
                 previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
             )
+            client = self.heartbeats
             try:
-                response = await self.heartbeats.request(62, 4, request, timeout_s=10.0)
+                response = await client.request(62, 4, request, timeout_s=10.0)
             except (ConnectionError, TimeoutError) as exc:
                 log.info("registration: controller %d not reachable (%s)", self.controller_id, exc)
-                self._find_controller()
+                self._find_controller(failed=client)
                 await asyncio.sleep(RETRY_BACKOFF_S * 5)
                 continue
             if response.error_code == ErrorCode.not_controller:
-                self._find_controller()
+                self._find_controller(failed=client)
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             if response.error_code == ErrorCode.none:
@@ -261,11 +266,12 @@ class BrokerLifecycleManager:
                 # The controller unfences a broker that has replayed its own registration: ask
                 # as soon as that is so, not a heartbeat interval later.
                 await self._replayed_past(self.broker_epoch, interval)
+            client = self.heartbeats  # the one _heartbeat uses: no await in between
             try:
                 response = await self._heartbeat()
             except (ConnectionError, TimeoutError) as exc:
                 log.warning("heartbeat to controller %d failed: %s", self.controller_id, exc)
-                self._find_controller()
+                self._find_controller(failed=client)
                 await asyncio.sleep(min(interval, RETRY_BACKOFF_S))
                 continue
             log.debug("heartbeat to controller %d at metadata offset %d (next %d, local hw %s): %s, fenced %s",
@@ -273,7 +279,7 @@ class BrokerLifecycleManager:
                       self.local_controller.high_watermark if self.local_controller else None,
                       ErrorCode(response.error_code).name, response.is_fenced)
             if response.error_code == ErrorCode.not_controller:
-                self._find_controller()
+                self._find_controller(failed=client)
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             if response.error_code == ErrorCode.stale_broker_epoch:
@@ -322,17 +328,18 @@ class BrokerLifecycleManager:
                     last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=METADATA_FETCH_MAX_BYTES,
                 ),)),),
             )
+            client = self.metadata
             try:
-                response = await self.metadata.request(1, 12, request, timeout_s=METADATA_FETCH_WAIT_MS / 1000 + 10)
+                response = await client.request(1, 12, request, timeout_s=METADATA_FETCH_WAIT_MS / 1000 + 10)
             except (ConnectionError, TimeoutError) as exc:
                 log.debug("metadata fetch failed: %s", exc)
-                self._find_controller()
+                self._find_controller(failed=client)
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             data = response.responses[0].partitions[0]
             if data.error_code == ErrorCode.not_leader_or_follower:
                 leader = data.current_leader.leader_id
-                self._find_controller(leader if leader >= 0 else None)
+                self._find_controller(leader if leader >= 0 else None, failed=client)
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             if data.error_code != ErrorCode.none:
@@ -356,11 +363,12 @@ class BrokerLifecycleManager:
                 topics=(m.TopicSnapshot(name=METADATA_TOPIC, partitions=(m.PartitionSnapshot(
                     partition=0, current_leader_epoch=-1, position=len(data),
                     snapshot_id=m.SnapshotId(end_offset=end_offset, epoch=epoch)),)),))
+            client = self.metadata
             try:
-                response = await self.metadata.request(59, 0, request, timeout_s=30.0)
+                response = await client.request(59, 0, request, timeout_s=30.0)
             except (ConnectionError, TimeoutError) as exc:
                 log.info("metadata snapshot fetch failed: %s", exc)
-                self._find_controller()
+                self._find_controller(failed=client)
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 return
             part = response.topics[0].partitions[0] if response.topics else None
