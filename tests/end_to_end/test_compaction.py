@@ -151,8 +151,11 @@ def test_compaction_keeps_latest_value_per_key_at_original_offsets(compaction_br
             seen: dict[bytes, bytes | None] = {}
             for _o, key, value in records:
                 seen[key] = value
+            # Only live keys: with delete.retention.ms=0 a read that spans a cleaning may miss a
+            # tombstone the cleaner drops meanwhile and end on the older value, as on Kafka (that
+            # bound is what delete.retention.ms is for); the final read below checks deletions.
             for key, (_offset, value) in latest.items():
-                if seen.get(key) != value:
+                if value is not None and seen.get(key) != value:
                     problems.append(f"{key!r}: final value {seen.get(key)!r}, expected {value!r}")
                     break
             passes.append(len(records))

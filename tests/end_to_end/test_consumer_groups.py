@@ -31,11 +31,7 @@ from tests.end_to_end.test_java_cli import JVM_FLAGS, KafkaCli, kafka_cli  # noq
 
 PARTITIONS = 6
 PER_PARTITION = 50
-# Not shorter: three kafka-python members share one process, and on a loaded two-core machine
-# their network loop stalls for 0.3-0.6 s at a time; with 2 s a member was expired between its
-# assignment and its LeaveGroup (UNKNOWN_MEMBER_ID), and the extra rebalance could strand a member
-# on kafka-python's lost-SyncGroup race (see group_members.py).
-SESSION_MS = 6000
+SESSION_MS = 2000
 OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "500",
              "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
