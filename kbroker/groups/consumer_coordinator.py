@@ -30,13 +30,12 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kbroker.config.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, group_int
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups import assignors, migration
-from kbroker.groups.assignors import Assignment, MemberSubscription
+from kbroker.groups.assignors import MemberSubscription
 from kbroker.groups.classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from kbroker.groups.classic_group import GroupState as ClassicState
 from kbroker.groups.consumer_group import (
@@ -51,6 +50,7 @@ from kbroker.groups.consumer_group import (
     is_subset,
 )
 from kbroker.groups.consumer_group_log import ConsumerGroupLog, preferred_assignor
+from kbroker.groups.consumer_heartbeat import HeartbeatRequest, HeartbeatResult
 from kbroker.groups.group_registry import GroupRegistry
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -81,33 +81,6 @@ class GroupServiceParts(Protocol):
 
     @property
     def classic(self) -> ClassicGroupCoordinator: ...
-
-
-@dataclass(slots=True)
-class HeartbeatRequest:
-    """The fields of ConsumerGroupHeartbeat that the coordinator uses (None: unchanged)."""
-
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: list[str] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    owned: Assignment | None = None
-    client_id: str = ""
-    client_host: str = ""
-    api_version: int = 1
-
-
-@dataclass(slots=True)
-class HeartbeatResult:
-    member_id: str
-    member_epoch: int
-    heartbeat_interval_ms: int
-    assignment: Assignment | None = None
 
 
 def _invalid(message: str) -> KafkaError:

@@ -35,7 +35,7 @@ import datetime
 from typing import Protocol
 
 from kbroker.groups.assignors import Assignment
-from kbroker.groups.consumer_coordinator import HeartbeatRequest
+from kbroker.groups.consumer_heartbeat import HeartbeatRequest
 from kbroker.handlers.services import HasCluster, HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module

@@ -35,8 +35,8 @@ from kbroker.storage.log_config import ConfigEntry, ConfigSource
 
 if TYPE_CHECKING:  # the coordinators' value types; kbroker.groups is being restructured
     from kbroker.groups.classic_group import ClassicGroup, JoinResult, SyncResult
-    from kbroker.groups.consumer_coordinator import HeartbeatRequest, HeartbeatResult
     from kbroker.groups.consumer_group import ConsumerGroup
+    from kbroker.groups.consumer_heartbeat import HeartbeatRequest, HeartbeatResult
     from kbroker.groups.offset_store import OffsetAndMetadata
     from kbroker.transactions.transaction_log import TransactionMetadata
 

@@ -23,8 +23,9 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 
 from kbroker.groups import consumer_protocol
 from kbroker.groups.classic_group import GroupState
-from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
+from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
 from kbroker.groups.consumer_group import GroupState as ConsumerState
+from kbroker.groups.consumer_heartbeat import HeartbeatRequest
 from kbroker.groups.coordinator import GroupCoordinator
 from kbroker.groups.group_settings import ClassicGroupSettings, ConsumerGroupSettings, GroupCoordinatorSettings
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
-from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
+from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
 from kbroker.groups.consumer_group import GroupState, MemberState
+from kbroker.groups.consumer_heartbeat import HeartbeatRequest
 from kbroker.groups.group_settings import ConsumerGroupSettings
 
 T = uuid.UUID(int=7)

@@ -8,7 +8,8 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
-from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
+from kbroker.groups.consumer_coordinator import ConsumerGroupCoordinator
+from kbroker.groups.consumer_heartbeat import HeartbeatRequest
 from kbroker.groups.group_settings import ConsumerGroupSettings
 
 OVERRIDES = {"tuned": {"consumer.heartbeat.interval.ms": "7000", "consumer.session.timeout.ms": "50000"}}
