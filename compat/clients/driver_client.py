@@ -6,10 +6,11 @@ travel base64-encoded.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
-from compat.clients.base import Client, Json, OffsetSpec, Rec, b64
+from compat.clients.base import Client, GroupMember, Json, OffsetSpec, Rec, b64, record, unb64
 from compat.clients.java_driver import JavaDriver
 
 
@@ -20,6 +21,15 @@ def wire(records: list[Rec]) -> list[dict[str, Any]]:
         for r in records
     ]  # fmt: skip
 
+
+
+def records_of(raw: list[dict[str, Any]]) -> list[Json]:
+    return [record(r["partition"], r["offset"], unb64(r["key"]), unb64(r["value"]),
+                   [(k, unb64(v)) for k, v in r["headers"]], r["timestamp"], r["timestamp_type"])
+            for r in raw]  # fmt: skip
+
+
+HANDLES = itertools.count()  # names of the consumers and producers the driver keeps between requests
 
 class DriverClient(Client):
     """A ``Client`` whose operations run in a driver process (``make_driver``)."""
@@ -95,3 +105,34 @@ class DriverClient(Client):
     ) -> Json:  # fmt: skip
         props = {"acks": acks, "compression.type": codec, **(extra or {})}
         return self._call("produce", topic=topic, records=wire(records), props=props, sync=sync)
+
+
+class DriverMember(GroupMember):
+    """A group member kept in the driver process under ``handle`` (set by the subclass, which
+    opens it). One driver serves all members, so they poll in turn."""
+
+    POLL_IN_THREADS = False
+    client: DriverClient
+    topic: str
+    handle: str
+
+    def _step(self, step: str, **args: Any) -> Any:
+        return self.client._call("member", handle=self.handle, step=step, topic=self.topic, **args)
+
+    def poll(self, timeout_ms: int = 100) -> list[Json]:
+        return records_of(self._step("poll", timeout_ms=timeout_ms))
+
+    def assignment(self) -> list[int]:
+        return list(self._step("assignment"))
+
+    def positions(self) -> dict[int, int]:
+        return {int(p): o for p, o in self._step("positions").items()}
+
+    def commit(self, offsets: dict[int, tuple[int, str]]) -> Json:
+        return self._step("commit", offsets={str(p): [o, m] for p, (o, m) in offsets.items()})
+
+    def committed(self, partitions: list[int]) -> Json:
+        return self._step("committed", partitions=partitions)
+
+    def close(self) -> None:
+        self._step("close")

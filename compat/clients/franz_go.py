@@ -15,7 +15,6 @@ legacy AlterConfigs, transactions (the transaction scenarios name their clients)
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,10 +28,8 @@ from compat.clients.base import (
     Start,
     Unsupported,
     fetch_config,
-    record,
-    unb64,
 )
-from compat.clients.driver_client import DriverClient
+from compat.clients.driver_client import HANDLES, DriverClient, DriverMember, records_of
 from compat.clients.java import FETCH_NAMES
 from compat.clients.java_driver import JavaDriver, JavaDriverError
 from compat.deps import franz_driver
@@ -51,12 +48,6 @@ class FranzDriver(JavaDriver):
         if '"ready":true' not in ready.replace(" ", ""):
             raise JavaDriverError(f"unexpected franz-go driver greeting {ready!r}")
         return self.proc
-
-
-def records_of(raw: list[dict[str, Any]]) -> list[Json]:
-    return [record(r["partition"], r["offset"], unb64(r["key"]), unb64(r["value"]),
-                   [(k, unb64(v)) for k, v in r["headers"]], r["timestamp"], r["timestamp_type"])
-            for r in raw]  # fmt: skip
 
 
 class FranzGoClient(DriverClient):
@@ -124,38 +115,12 @@ class FranzGoClient(DriverClient):
         return out
 
 
-HANDLES = itertools.count()
-
-
-class FranzMember(GroupMember):
+class FranzMember(DriverMember):
     """A kgo client in a consumer group (classic, or KIP-848 through kgo.ServerSideBalancer),
     kept in the driver under a handle. One driver serves all members, so they poll in turn;
     each kgo client heartbeats on its own meanwhile."""
-
-    POLL_IN_THREADS = False
 
     def __init__(self, client: FranzGoClient, topic: str, group: str, protocol: str) -> None:
         self.client, self.topic = client, topic
         self.handle = f"{group}#{next(HANDLES)}"
         self._step("open", props={"group.id": group, "group.protocol": protocol})
-
-    def _step(self, step: str, **args: Any) -> Any:
-        return self.client._call("member", handle=self.handle, step=step, topic=self.topic, **args)
-
-    def poll(self, timeout_ms: int = 100) -> list[Json]:
-        return records_of(self._step("poll", timeout_ms=timeout_ms))
-
-    def assignment(self) -> list[int]:
-        return list(self._step("assignment"))
-
-    def positions(self) -> dict[int, int]:
-        return {int(p): o for p, o in self._step("positions").items()}
-
-    def commit(self, offsets: dict[int, tuple[int, str]]) -> Json:
-        return self._step("commit", offsets={str(p): [o, m] for p, (o, m) in offsets.items()})
-
-    def committed(self, partitions: list[int]) -> Json:
-        return self._step("committed", partitions=partitions)
-
-    def close(self) -> None:
-        self._step("close")

@@ -6,7 +6,6 @@ bytes travel base64-encoded and come back in the same record shape as the Python
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from compat.clients.base import (
     record,
     unb64,
 )
-from compat.clients.driver_client import DriverClient, wire
+from compat.clients.driver_client import HANDLES, DriverClient, DriverMember, wire
 from compat.clients.java_driver import JavaDriver
 
 FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
@@ -98,16 +97,11 @@ class JavaClient(DriverClient):
         return out
 
 
-HANDLES = itertools.count()
-
-
-class JavaMember(GroupMember):
+class JavaMember(DriverMember):
     """A KafkaConsumer subscribed in a group (classic, or group.protocol=consumer), or with
     ``assign`` assigned those partitions, kept in the driver JVM under a handle between requests.
     One JVM serves all members, so they poll in turn (the Java consumer's poll honours its
     timeout during a rebalance)."""
-
-    POLL_IN_THREADS = False
 
     def __init__(self, client: JavaClient, topic: str, group: str, protocol: str,
                  assign: list[int] | None = None) -> None:
@@ -117,29 +111,6 @@ class JavaMember(GroupMember):
         if protocol == "classic":  # the consumer protocol takes these from the broker
             props.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
         self._step("open", props=props, assign=assign)
-
-    def _step(self, step: str, **args: Any) -> Any:
-        return self.client._call("member", handle=self.handle, step=step, topic=self.topic, **args)
-
-    def poll(self, timeout_ms: int = 100) -> list[Json]:
-        return [record(r["partition"], r["offset"], unb64(r["key"]), unb64(r["value"]),
-                       [(k, unb64(v)) for k, v in r["headers"]], r["timestamp"], r["timestamp_type"])
-                for r in self._step("poll", timeout_ms=timeout_ms)]  # fmt: skip
-
-    def assignment(self) -> list[int]:
-        return list(self._step("assignment"))
-
-    def positions(self) -> dict[int, int]:
-        return {int(p): o for p, o in self._step("positions").items()}
-
-    def commit(self, offsets: dict[int, tuple[int, str]]) -> Json:
-        return self._step("commit", offsets={str(p): [o, m] for p, (o, m) in offsets.items()})
-
-    def committed(self, partitions: list[int]) -> Json:
-        return self._step("committed", partitions=partitions)
-
-    def close(self) -> None:
-        self._step("close")
 
 
 class JavaTxnProducer(TxnProducer):
