@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Generic, TypeVar
 
 from kbroker.protocol.codec import RequestHeader
+from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 from kbroker.storage.log import FetchSlice
 
 # Covariant: a context carrying a node's whole services object is a context for a handler that
@@ -30,6 +31,10 @@ class RequestContext(Generic[S_co]):
     # The connection the request came on (its peer address, which Dispatcher.peer_closed names
     # when the peer closes it); None for a request answered in process.
     connection: str | None = None
+    # Who sent it (authenticated on the connection: TLS certificate or SASL) and on which listener
+    # (its name, e.g. "PLAINTEXT"; "" for a request answered in process): what ACLs and quotas see.
+    principal: KafkaPrincipal = ANONYMOUS
+    listener: str = ""
 
     @property
     def api_version(self) -> int:

@@ -25,6 +25,8 @@ from kbroker.protocol.records import iter_records
 from kbroker.storage.log_manager import METADATA_LOG_TOPIC
 
 from .metadata_records import (
+    AccessControlEntryRecord,
+    ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -34,10 +36,13 @@ from .metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     decode_record,
 )
 from .partition_registration import PartitionRegistration
@@ -80,7 +85,9 @@ def decode_batch(batch: bytes | memoryview) -> Iterator[tuple[int, MetadataRecor
 
 class MetadataImage:
     """Brokers, topics with their partition registrations, configs, the next producer id block,
-    the finalized feature levels (``features``: name -> level, levels above 0 only).
+    the finalized feature levels (``features``: name -> level, levels above 0 only), and the
+    security state: ACLs by id, SCRAM credentials by (user, mechanism), client quotas by entity
+    (each entity's keys; an entity left with no key is dropped).
 
     ``offset`` is the last metadata log offset applied. A broker's epoch is the offset of its
     RegisterBrokerRecord, as in KRaft, so it increases with every registration (KIP-903).
@@ -98,6 +105,9 @@ class MetadataImage:
         self.resource_configs: dict[tuple[int, str], dict[str, str]] = {}
         self.next_producer_id = 0
         self.features: dict[str, int] = {}
+        self.acls: dict[uuid.UUID, AccessControlEntryRecord] = {}
+        self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = {}
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
 
     def apply(self, offset: int, record: MetadataRecord) -> None:
         match record:
@@ -134,6 +144,16 @@ class MetadataImage:
                 broker = self.brokers.get(record.broker_id)
                 if broker is not None and broker.broker_epoch == record.broker_epoch:
                     del self.brokers[record.broker_id]
+            case AccessControlEntryRecord():
+                self.acls[record.id] = record
+            case RemoveAccessControlEntryRecord():
+                self.acls.pop(record.id, None)
+            case UserScramCredentialRecord():
+                self.scram_credentials[(record.name, record.mechanism)] = record
+            case RemoveUserScramCredentialRecord():
+                self.scram_credentials.pop((record.name, record.mechanism), None)
+            case ClientQuotaRecord():
+                self._apply_client_quota(record)
             case LeaderChangeRecord():
                 pass  # marked a new controller epoch in logs of older kbroker versions
             case _:
@@ -170,6 +190,15 @@ class MetadataImage:
             target.pop(record.name, None)
         else:
             target[record.name] = record.value
+
+    def _apply_client_quota(self, record: ClientQuotaRecord) -> None:
+        quotas = self.client_quotas.setdefault(record.entity, {})
+        if record.remove:
+            quotas.pop(record.key, None)
+            if not quotas:
+                del self.client_quotas[record.entity]
+        else:
+            quotas[record.key] = record.value
 
     # --- queries --------------------------------------------------------------------------
 

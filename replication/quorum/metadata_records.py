@@ -198,10 +198,90 @@ class LeaderChangeRecord:
         return cls(raw["leader_id"], raw["epoch"])
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL (CreateAcls), in Kafka's wire codes: resource type, pattern type, operation and
+    permission type; ``id`` names it for RemoveAccessControlEntryRecord."""
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> AccessControlEntryRecord:
+        return cls(uuid.UUID(raw["id"]), raw["resource_type"], raw["resource_name"], raw["pattern_type"],
+                   raw["principal"], raw["host"], raw["operation"], raw["permission_type"])
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    """The ACL ``id`` is deleted (DeleteAcls)."""
+
+    id: uuid.UUID
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RemoveAccessControlEntryRecord:
+        return cls(uuid.UUID(raw["id"]))
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's ScramMechanism code: 1 SCRAM-SHA-256,
+    2 SCRAM-SHA-512): salt, StoredKey and ServerKey (RFC 5802) as hex, never the password."""
+
+    name: str
+    mechanism: int
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> UserScramCredentialRecord:
+        return cls(raw["name"], raw["mechanism"], raw["salt"], raw["stored_key"], raw["server_key"],
+                   raw["iterations"])
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    """The user's credential for ``mechanism`` is deleted."""
+
+    name: str
+    mechanism: int
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RemoveUserScramCredentialRecord:
+        return cls(raw["name"], raw["mechanism"])
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """Sets quota ``key`` (producer_byte_rate, consumer_byte_rate, request_percentage,
+    controller_mutation_rate) of a client-quota entity, or removes it (``remove``). The entity is
+    its (entity type, name) pairs sorted by type — "user", "client-id", "ip" — a None name being
+    that type's default entity, as in ``--entity-default``."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float
+    remove: bool = False
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ClientQuotaRecord:
+        entity = tuple((kind, name) for kind, name in raw["entity"])
+        return cls(entity, raw["key"], raw["value"], raw.get("remove", False))
+
+
 MetadataRecord = (
     ClusterIdRecord | RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord | TopicRecord
     | PartitionRecord | RemoveTopicRecord | ConfigRecord | ProducerIdsRecord | LeaderChangeRecord
-    | FeatureLevelRecord | UnregisterBrokerRecord
+    | FeatureLevelRecord | UnregisterBrokerRecord | AccessControlEntryRecord | RemoveAccessControlEntryRecord
+    | UserScramCredentialRecord | RemoveUserScramCredentialRecord | ClientQuotaRecord
 )
 
 _DECODERS: dict[str, Callable[[Mapping[str, Any]], MetadataRecord]] = {
@@ -217,6 +297,11 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], MetadataRecord]] = {
     "LeaderChangeRecord": LeaderChangeRecord.from_json,
     "FeatureLevelRecord": FeatureLevelRecord.from_json,
     "UnregisterBrokerRecord": UnregisterBrokerRecord.from_json,
+    "AccessControlEntryRecord": AccessControlEntryRecord.from_json,
+    "RemoveAccessControlEntryRecord": RemoveAccessControlEntryRecord.from_json,
+    "UserScramCredentialRecord": UserScramCredentialRecord.from_json,
+    "RemoveUserScramCredentialRecord": RemoveUserScramCredentialRecord.from_json,
+    "ClientQuotaRecord": ClientQuotaRecord.from_json,
 }
 
 

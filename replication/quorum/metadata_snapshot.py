@@ -2,7 +2,8 @@
 
 A snapshot holds the image, not the history: each broker's RegisterBrokerRecord (with its broker
 epoch) and its fencing, each topic's TopicRecord, PartitionRecords and ConfigRecords, the cluster-wide
-and per-broker ConfigRecords, the finalized features, the next producer id block. Replaying those into
+and per-broker ConfigRecords, the finalized features, the next producer id block, the ACLs, SCRAM
+credentials and client quotas. Replaying those into
 an empty image gives an image equal to the one they were taken from (``image_records``).
 
 ``SnapshotPolicy`` is what each controller voter runs (Kafka's controllers each snapshot their own
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from .metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from .metadata_records import (
+    ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -76,6 +78,10 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         records += _configs(TOPIC_RESOURCE, topic.name, topic.configs)
     if image.next_producer_id:
         records.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
+    records += image.acls.values()
+    records += image.scram_credentials.values()
+    records += [ClientQuotaRecord(entity, key, value)
+                for entity, quotas in image.client_quotas.items() for key, value in sorted(quotas.items())]
     return records
 
 

@@ -133,6 +133,13 @@ class QuorumController:
             self.image.apply(offset, record)
         return last
 
+    def replay_and_commit(self, records: Sequence[MetadataRecord], now_ms: int) -> int:
+        """Commit records a control manager decided (ACLs, SCRAM credentials, client quotas: they
+        check the request against ``image`` and hand the records here, as Kafka's
+        AclControlManager, ScramControlManager and ClientQuotaControlManager do); the last offset."""
+        self._require_active()
+        return self._commit(records, now_ms)
+
     def _require_active(self) -> None:
         if not self.active:
             raise KafkaError(ErrorCode.not_controller)

@@ -10,12 +10,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import uuid
 
 import pytest
 from kbroker.protocol.records import batch_size_at
 from kbroker.replication.quorum import raft_snapshot
 from kbroker.replication.quorum.metadata_image import MetadataImage
-from kbroker.replication.quorum.metadata_records import ConfigRecord, encode_record
+from kbroker.replication.quorum.metadata_records import (
+    AccessControlEntryRecord,
+    ClientQuotaRecord,
+    ConfigRecord,
+    RemoveAccessControlEntryRecord,
+    UserScramCredentialRecord,
+    encode_record,
+)
 from kbroker.replication.quorum.metadata_snapshot import (
     SnapshotPolicy,
     SnapshotSettings,
@@ -63,6 +71,16 @@ def busy_cluster(controller: QuorumController) -> None:
     controller.set_configs(4, "", {"log.retention.ms": "5000"}, now_ms=0)
     controller.set_configs(4, "2", {"log.segment.bytes": "1048576"}, now_ms=0)
     controller.allocate_producer_ids(1, controller.image.brokers[1].broker_epoch, now_ms=0)
+    kept, removed = uuid.UUID(int=1), uuid.UUID(int=2)
+    controller.replay_and_commit([
+        AccessControlEntryRecord(kept, 2, "orders", 3, "User:alice", "*", 3, 3),
+        AccessControlEntryRecord(removed, 2, "pay", 4, "User:bob", "*", 2, 2),
+        RemoveAccessControlEntryRecord(removed),
+        UserScramCredentialRecord("alice", 1, "00ff", "aa", "bb", 4096),
+        ClientQuotaRecord((("user", "alice"), ("client-id", None)), "producer_byte_rate", 1048576.0),
+        ClientQuotaRecord((("user", None),), "consumer_byte_rate", 2048.0),
+        ClientQuotaRecord((("user", None),), "consumer_byte_rate", 2048.0, remove=True),
+    ], now_ms=0)
 
 
 def same_image(a: MetadataImage, b: MetadataImage) -> None:
@@ -73,6 +91,7 @@ def same_image(a: MetadataImage, b: MetadataImage) -> None:
     assert set(a.topics_by_id) == set(b.topics_by_id)
     assert (a.cluster_configs, a.broker_configs, a.next_producer_id, a.features) == \
         (b.cluster_configs, b.broker_configs, b.next_producer_id, b.features)
+    assert (a.acls, a.scram_credentials, a.client_quotas) == (b.acls, b.scram_credentials, b.client_quotas)
 
 
 def test_a_snapshot_file_is_named_and_framed_as_kafkas(tmp_path) -> None:
@@ -115,6 +134,9 @@ def test_the_image_survives_a_snapshot_round_trip(tmp_path) -> None:
     assert set(rebuilt.topics) == {"t0", "t1", "t2", "t3"} and rebuilt.next_producer_id > 0
     assert rebuilt.cluster_configs["log.retention.ms"] == "5000" and rebuilt.broker_configs[2]
     assert rebuilt.offset == raft_log.end_offset - 1
+    assert [acl.principal for acl in rebuilt.acls.values()] == ["User:alice"]
+    assert rebuilt.scram_credentials[("alice", 1)].iterations == 4096
+    assert rebuilt.client_quotas == {(("user", "alice"), ("client-id", None)): {"producer_byte_rate": 1048576.0}}
 
 
 def test_snapshot_then_cut_then_restart_replays_only_the_log_after_it(tmp_path) -> None:
