@@ -1,0 +1,104 @@
+"""A listener's SASL mechanisms: which are enabled, each one's server built from its JAAS login
+module, and the broker's own client for the inter-broker listener.
+
+``sasl.enabled.mechanisms`` (or ``listener.name.<listener>.sasl.enabled.mechanisms``) names the
+mechanisms a SaslHandshake may pick; each needs its login module on the listener (see jaas.py),
+as Kafka refuses to start without one. KIP-368's ``connections.max.reauth.ms`` (also per
+listener and mechanism: ``listener.name.<listener>.<mechanism>.connections.max.reauth.ms``)
+bounds each session, and a token's expiry bounds it further.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kbroker.config.kafka_config import ConfigError, KafkaConfig
+from kbroker.security.sasl.jaas import JaasLoginModule, server_login_module
+from kbroker.security.sasl.mechanism import PLAIN, SUPPORTED_MECHANISMS, SaslClient, SaslServer
+from kbroker.security.sasl.plain import PlainClient, PlainServer
+from kbroker.security.scram_credentials import ScramCredentials
+
+ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
+MAX_REAUTH_MS = "connections.max.reauth.ms"
+
+
+def _listener_key(listener_name: str, key: str) -> str:
+    return f"listener.name.{listener_name.lower()}.{key}"
+
+
+def _first(config: KafkaConfig, *keys: str) -> tuple[str, str | None]:
+    """The first of ``keys`` that is set (key, value); the last key with its default otherwise."""
+    for key in keys:
+        if key in config.explicit:
+            return key, config.explicit[key]
+    return keys[-1], config.get(keys[-1])
+
+
+def enabled_mechanisms(config: KafkaConfig, listener_name: str) -> list[str]:
+    _key, raw = _first(config, _listener_key(listener_name, ENABLED_MECHANISMS), ENABLED_MECHANISMS)
+    return [m.strip() for m in (raw or "").split(",") if m.strip()]
+
+
+def max_reauth_ms(config: KafkaConfig, listener_name: str, mechanism: str) -> int:
+    key, raw = _first(config, _listener_key(listener_name, f"{mechanism.lower()}.{MAX_REAUTH_MS}"),
+                      _listener_key(listener_name, MAX_REAUTH_MS), MAX_REAUTH_MS)
+    try:
+        return max(0, int(raw or 0))
+    except ValueError:
+        raise ConfigError(f"Invalid value {raw} for configuration {key}: Not a number of type LONG") from None
+
+
+def session_lifetime_ms(max_reauth: int, credential_expiry_ms: int | None, now_ms: int) -> int | None:
+    """KIP-368: how long the session may last from now — ``connections.max.reauth.ms`` (0: no
+    bound), capped by the credential's own expiry; None when neither bounds it."""
+    if credential_expiry_ms is None:
+        return max_reauth or None
+    left = max(0, credential_expiry_ms - now_ms)
+    return min(left, max_reauth) if max_reauth else left
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SaslServerFactory:
+    """The SASL servers of one listener; built once, at start, so a bad JAAS config stops start-up."""
+
+    def __init__(self, config: KafkaConfig, listener_name: str, scram: ScramCredentials | None = None,
+                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.listener_name = listener_name
+        self.enabled_mechanisms = enabled_mechanisms(config, listener_name)
+        self._scram = scram
+        self._clock_ms = clock_ms
+        self._builders: dict[str, Callable[[], SaslServer]] = {}
+        for mechanism in self.enabled_mechanisms:
+            if mechanism not in SUPPORTED_MECHANISMS:
+                key, _raw = _first(config, _listener_key(listener_name, ENABLED_MECHANISMS), ENABLED_MECHANISMS)
+                raise ConfigError(f"SASL mechanism {mechanism} in {key} is not supported by kbroker "
+                                  f"(it has {', '.join(SUPPORTED_MECHANISMS)})")
+            module = server_login_module(config, listener_name, mechanism)
+            self._builders[mechanism] = self._builder(config, mechanism, module)
+
+    def _builder(self, config: KafkaConfig, mechanism: str, module: JaasLoginModule) -> Callable[[], SaslServer]:
+        reauth = max_reauth_ms(config, self.listener_name, mechanism)
+        if mechanism == PLAIN:
+            return lambda: PlainServer.from_jaas(module, reauth)
+        raise ConfigError(f"SASL mechanism {mechanism} is not supported by kbroker yet")
+
+    def create(self, mechanism: str) -> SaslServer:
+        """A server for one exchange; ValueError for a mechanism this listener does not enable
+        (the handshake's UNSUPPORTED_SASL_MECHANISM)."""
+        builder = self._builders.get(mechanism)
+        if builder is None:
+            raise ValueError(f"Unsupported SASL mechanism {mechanism}")
+        return builder()
+
+
+def client_for(config: KafkaConfig, listener_name: str, mechanism: str) -> SaslClient:
+    """The broker's own client on the inter-broker (or controller) listener: it logs in with the
+    ``username`` / ``password`` options of the listener's login module, as Kafka's broker does."""
+    module = server_login_module(config, listener_name, mechanism)
+    if mechanism == PLAIN:
+        return PlainClient.from_jaas(module)
+    raise ConfigError(f"SASL mechanism {mechanism} is not supported by kbroker's inter-broker client")
