@@ -65,6 +65,7 @@ _NON_EMPTY_LISTS = frozenset({
 # The keys kbroker acts on (the rest are accepted and listed at start-up as not acted on yet).
 ACTED_ON = frozenset({
     "listeners", "advertised.listeners", "log.dirs", "log.dir", "node.id", "broker.id", "process.roles",
+    "authorizer.class.name",
     "num.partitions", "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable",
     "message.max.bytes", "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.roll.jitter.ms",
     "log.roll.jitter.hours", "log.retention.ms", "log.retention.minutes", "log.retention.hours",

@@ -21,8 +21,10 @@ from . import (
     begin_quorum_epoch,
     broker_heartbeat,
     broker_registration,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_topics,
     describe_cluster,
     describe_quorum,
@@ -41,8 +43,9 @@ CONTROLLER_HANDLERS: dict[int, ModuleType] = {
     m.API_KEY: m
     for m in (
         api_versions, allocate_producer_ids, alter_partition, alter_partition_reassignments, begin_quorum_epoch,
-        broker_heartbeat, broker_registration, create_partitions, create_topics, delete_topics, describe_cluster,
-        describe_quorum, elect_leaders, end_quorum_epoch, fetch_snapshot, incremental_alter_configs,
-        list_partition_reassignments, metadata_fetch, unregister_broker, update_features, vote,
+        broker_heartbeat, broker_registration, create_acls, create_partitions, create_topics, delete_acls,
+        delete_topics, describe_cluster, describe_quorum, elect_leaders, end_quorum_epoch, fetch_snapshot,
+        incremental_alter_configs, list_partition_reassignments, metadata_fetch, unregister_broker, update_features,
+        vote,
     )
 }

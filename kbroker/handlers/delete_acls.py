@@ -1,49 +1,46 @@
 """DeleteAcls (key 31), v1–3: ``kafka-acls --remove``, ``Admin.deleteAcls``.
 
-Without an authorizer (kbroker has none yet) Kafka answers every filter with SECURITY_DISABLED
-"No Authorizer is configured." and no matching ACLs, and so does kbroker. With one plugged in
-(``SecurityFeatures.authorizer``) each filter answers the ACLs it deleted.
+Forwarded to the active controller (``FORWARD_TO_CONTROLLER``; kbroker/controller_handlers/
+delete_acls.py removes what each filter matches), after the broker's own checks, as Kafka's:
+without an authorizer every filter is SECURITY_DISABLED "No Authorizer is configured." with no
+matching ACLs; a caller without ALTER on the cluster gets CLUSTER_AUTHORIZATION_FAILED for each.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from kbroker.handlers.security import AclBindingFilter, HasSecurity
+from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation
 
 API_KEY = 31
 MIN_VERSION = 1
 MAX_VERSION = 3
+FORWARD_TO_CONTROLLER = True
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
 class Services(HasSecurity, Protocol): ...
 
 
-async def handle(ctx: RequestContext[Services], request: object) -> object:
-    m = response_module(API_KEY, ctx.api_version)
-    authorizer = ctx.services.security.authorizer
-    if authorizer is None:
-        outcomes: list = [KafkaError(ErrorCode.security_disabled, NO_AUTHORIZER) for _ in request.filters]
-    else:
-        outcomes = list(await authorizer.delete_acls([
-            AclBindingFilter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
-                             f.principal_filter, f.host_filter, f.operation, f.permission_type)
-            for f in request.filters]))
-    results = []
-    for outcome in outcomes:
-        if isinstance(outcome, KafkaError):
-            results.append(build(m.DeleteAclsFilterResult, error_code=outcome.code, error_message=outcome.message,
-                                 matching_acls=()))
-            continue
-        results.append(build(m.DeleteAclsFilterResult, error_code=ErrorCode.none, error_message=None,
-                             matching_acls=tuple(
-                                 build(m.DeleteAclsMatchingAcl, error_code=ErrorCode.none, error_message=None,
-                                       resource_type=a.resource_type, resource_name=a.resource_name,
-                                       pattern_type=a.pattern_type, principal=a.principal, host=a.host,
-                                       operation=a.operation, permission_type=a.permission_type)
-                                 for a in outcome)))
-    return build(m.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=tuple(results))
+def _answer(api_version: int, count: int, error: ErrorCode, message: str | None) -> object:
+    m = response_module(API_KEY, api_version)
+    return build(m.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=tuple(
+        build(m.DeleteAclsFilterResult, error_code=error, error_message=message, matching_acls=())
+        for _ in range(count)))
+
+
+def answer_locally(ctx: RequestContext[Services], request: object) -> object | None:
+    if ctx.services.security.authorizer is None:
+        return _answer(ctx.api_version, len(request.filters), ErrorCode.security_disabled, NO_AUTHORIZER)
+    if not cluster_allowed(ctx, AclOperation.ALTER):
+        return _answer(ctx.api_version, len(request.filters), ErrorCode.cluster_authorization_failed, None)
+    return None
+
+
+def error_response(api_version: int, error: ErrorCode) -> object:
+    m = response_module(API_KEY, api_version)
+    return build(m.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=())

@@ -1,18 +1,20 @@
 """DescribeAcls (key 29), v1–3: ``kafka-acls --list``, ``Admin.describeAcls``.
 
-Without an authorizer (kbroker has none yet) Kafka answers SECURITY_DISABLED with "No Authorizer
-is configured on the broker" and no resources, and so does kbroker. With one plugged in
-(``SecurityFeatures.authorizer``) the matching ACLs are answered grouped by resource pattern.
+Without an authorizer Kafka answers SECURITY_DISABLED with "No Authorizer is configured on the
+broker" and no resources, and so does kbroker. With one (``SecurityFeatures.authorizer``) a caller
+without DESCRIBE on the cluster gets CLUSTER_AUTHORIZATION_FAILED; otherwise the ACLs the filter
+matches in this broker's metadata image, grouped by resource pattern.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from kbroker.handlers.security import AclBinding, AclBindingFilter, HasSecurity
+from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclBinding, AclBindingFilter, AclOperation
 
 API_KEY = 29
 MIN_VERSION = 1
@@ -29,6 +31,9 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     if authorizer is None:
         return build(m.DescribeAclsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.security_disabled,
                      error_message=NO_AUTHORIZER, resources=())
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        return build(m.DescribeAclsResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed, error_message=None, resources=())
     matching = AclBindingFilter(request.resource_type_filter, request.resource_name_filter,
                                 request.pattern_type_filter, request.principal_filter, request.host_filter,
                                 request.operation, request.permission_type)

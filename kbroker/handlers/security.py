@@ -1,57 +1,37 @@
-"""The security features' plug-in points and their "feature off" state.
+"""The security features' plug-in points, their "feature off" state, and the authorization
+checks every handler makes.
 
 A Kafka broker answers the ACL, SCRAM and delegation-token APIs even where the feature is off:
 without ``authorizer.class.name`` the ACL APIs answer SECURITY_DISABLED; on a PLAINTEXT
-connection every delegation-token request is DELEGATION_TOKEN_REQUEST_NOT_ALLOWED. kbroker has
-no authorizer and no SCRAM credential store yet (issue #18 adds them), so
-``SecurityFeatures()`` is all off and each handler answers as Kafka does then; they plug in here
-without changing the handlers' request/response code.
+connection every delegation-token request is DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.
+``SecurityFeatures()`` is all off and each handler answers as Kafka does then. With an
+authorizer (kbroker/security/authorizer.py) each handler asks ``allowed`` what Kafka's KafkaApis
+asks its authorizer, with the request's principal and client address; without one ``allowed``
+is a single attribute test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from kbroker.protocol.errors import KafkaError
-
-
-@dataclass(frozen=True, slots=True)
-class AclBinding:
-    """One ACL: a resource pattern and an access control entry, in Kafka's wire codes."""
-
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission_type: int
-
-
-@dataclass(frozen=True, slots=True)
-class AclBindingFilter:
-    """What DescribeAcls / DeleteAcls match: a None name, principal or host, or the code ANY (1),
-    matches every value of that field."""
-
-    resource_type: int
-    resource_name: str | None
-    pattern_type: int
-    principal: str | None
-    host: str | None
-    operation: int
-    permission_type: int
+from kbroker.network.context import RequestContext
+from kbroker.security.acl import CLUSTER_NAME, AclBinding, AclBindingFilter, ResourceType
+from kbroker.security.principal import KafkaPrincipal
 
 
 class Authorizer(Protocol):
-    """What the ACL handlers need from an authorizer (Kafka's ``Authorizer`` ACL methods)."""
+    """What handlers need from an authorizer (Kafka's ``Authorizer``): decisions and the ACLs."""
+
+    def authorize(self, principal: KafkaPrincipal, host: str, operation: int, resource_type: int,
+                  name: str) -> bool: ...
+
+    def authorize_any(self, principal: KafkaPrincipal, host: str, operation: int, resource_type: int) -> bool: ...
+
+    def authorized_operations(self, principal: KafkaPrincipal, host: str, resource_type: int, name: str) -> int: ...
 
     def acls(self, matching: AclBindingFilter) -> Sequence[AclBinding]: ...
-
-    async def create_acls(self, bindings: Sequence[AclBinding]) -> Sequence[KafkaError | None]: ...
-
-    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> Sequence[Sequence[AclBinding] | KafkaError]: ...
 
 
 class ScramCredentialStore(Protocol):
@@ -72,3 +52,39 @@ class SecurityFeatures:
 class HasSecurity(Protocol):
     @property
     def security(self) -> SecurityFeatures: ...
+
+
+def allowed(ctx: RequestContext[HasSecurity], operation: int, resource_type: int, name: str) -> bool:
+    """May the request's principal, from its host, perform ``operation`` on the resource?"""
+    authorizer = ctx.services.security.authorizer
+    return authorizer is None or authorizer.authorize(ctx.principal, ctx.client_host, operation, resource_type, name)
+
+
+def cluster_allowed(ctx: RequestContext[HasSecurity], operation: int) -> bool:
+    return allowed(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def allowed_any(ctx: RequestContext[HasSecurity], operation: int, resource_type: int) -> bool:
+    """Kafka's ``authorizeByResourceType``: the operation on at least one resource of the type."""
+    authorizer = ctx.services.security.authorizer
+    return authorizer is None or authorizer.authorize_any(ctx.principal, ctx.client_host, operation, resource_type)
+
+
+def allowed_names(ctx: RequestContext[HasSecurity], operation: int, resource_type: int,
+                  names: Iterable[str]) -> set[str]:
+    """The names among ``names`` the operation is allowed on (each decided once)."""
+    authorizer = ctx.services.security.authorizer
+    if authorizer is None:
+        return set(names)
+    principal, host = ctx.principal, ctx.client_host
+    return {n for n in set(names) if authorizer.authorize(principal, host, operation, resource_type, n)}
+
+
+def authorized_operations(ctx: RequestContext[HasSecurity], resource_type: int, name: str,
+                          without_authorizer: int) -> int:
+    """A describe's ``*_authorized_operations``: ``without_authorizer`` (what Kafka answers with
+    none configured) or the operations the ACLs allow."""
+    authorizer = ctx.services.security.authorizer
+    if authorizer is None:
+        return without_authorizer
+    return authorizer.authorized_operations(ctx.principal, ctx.client_host, resource_type, name)

@@ -33,15 +33,18 @@ from kbroker.groups.coordinator import GroupCoordinator
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
 from kbroker.groups.partition_ownership import GroupPartitionOwnership
 from kbroker.handlers import HANDLERS
+from kbroker.handlers.security import SecurityFeatures
 from kbroker.handlers.services import BrokerServices
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.network.socket_server import SocketServer
 from kbroker.node.meta_properties import init_log_dirs
 from kbroker.node.open_file_limit import segment_file_budget
 from kbroker.replication.forwarding_controller import ForwardingController
+from kbroker.replication.quorum.metadata_image import MetadataImage
 from kbroker.replication.quorum.producer_ids import ControllerProducerIdManager
 from kbroker.replication.replica_manager import ReplicaManager
 from kbroker.replication.replication_settings import ClusterLinks
+from kbroker.security.authorizer import configured_authorizer
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log_cleaner import LogCleaner
 from kbroker.storage.log_manager import LogManager
@@ -118,6 +121,9 @@ class Broker:
             producer_ids=self.producer_ids, transaction_verifier=self.add_partitions_to_txn_manager,
             write_txn_marker=functools.partial(write_marker_replicated, self.replica_manager, self.offset_store),
             settings=handler_settings(config), clock=clock,
+            security=SecurityFeatures(authorizer=configured_authorizer(
+                config.get("authorizer.class.name") or "", config.get("super.users") or "",
+                config.get("allow.everyone.if.no.acl.found") or "false", self._metadata_image)),
         )
         self.dispatcher = Dispatcher(self.services, HANDLERS, self.forward_to_controller, self.ready)
         self.socket_settings = socket_server_settings(config)
@@ -134,6 +140,10 @@ class Broker:
         if port == 0 and self.bound:
             port = self.bound[0][2]
         return host or "localhost", port
+
+    def _metadata_image(self) -> MetadataImage:
+        """The replayed metadata (the authorizer's ACLs); empty until the broker has joined."""
+        return self.lifecycle.image if self.lifecycle is not None else MetadataImage()
 
     def _lifecycle(self) -> BrokerLifecycleManager:
         assert self.lifecycle is not None, "the broker has not joined its controller yet"

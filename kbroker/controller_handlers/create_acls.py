@@ -1,0 +1,38 @@
+"""CreateAcls (key 30), v1–3, on the controller: brokers forward their clients' ACL creations here.
+
+The AclControlManager checks each ACL (INVALID_REQUEST with Kafka's message for one it cannot
+store) and commits the valid ones as AccessControlEntryRecords; the answer waits for the commit,
+so every broker's authorizer has them once it has replayed that far.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kbroker.controller_handlers.services import HasClock, HasQuorumController
+from kbroker.network.context import RequestContext
+from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.replication.quorum.acl_control_manager import AclControlManager, AclSpec
+
+API_KEY = 30
+MIN_VERSION = 1
+MAX_VERSION = 3
+
+
+class Services(HasQuorumController, HasClock, Protocol): ...
+
+
+async def handle(ctx: RequestContext[Services], request: object) -> object:
+    m = response_module(API_KEY, ctx.api_version)
+    specs = [AclSpec(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host, c.operation,
+                     c.permission_type) for c in request.creations]
+    try:
+        outcomes = AclControlManager(ctx.services.controller).create(specs, ctx.services.clock.wall_ms())
+        await ctx.services.committed()
+    except KafkaError as exc:
+        outcomes = [exc] * len(specs)
+    return build(m.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(
+        build(m.AclCreationResult, error_code=ErrorCode.none if e is None else e.code,
+              error_message=None if e is None else e.message)
+        for e in outcomes))
