@@ -1,22 +1,16 @@
 """The APIs of features kbroker has off answer as Kafka 4.3.1 does with them off, over a socket
-(the same answers are compared with a real Kafka in compat/scenarios/feature_off.py), and an
-authorizer plugged into ``SecurityFeatures`` is what the ACL handlers then answer from."""
+(the same answers are compared with a real Kafka in compat/scenarios/feature_off.py). The ACL
+APIs with an authorizer on are tested in tests/end_to_end/test_acls.py."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import socket
 import sys
 import uuid
-from collections.abc import Sequence
 
-from kbroker.protocol.codec import RequestHeader, request_schema
-from kbroker.protocol.errors import ErrorCode, KafkaError
-
-from kbroker.handlers import create_acls, delete_acls, describe_acls
-from kbroker.handlers.security import AclBinding, AclBindingFilter, SecurityFeatures
-from kbroker.network.context import RequestContext
+from kbroker.protocol.codec import request_schema
+from kbroker.protocol.errors import ErrorCode
 
 from .wire import _read, call, request_frame
 
@@ -128,43 +122,3 @@ def test_raft_voter_changes_are_refused_with_static_voters(broker):
     removed = call(broker.bootstrap, request(81, 0, cluster_id="other", voter_id=1,
                                              voter_directory_id=uuid.uuid4()), 0)
     assert removed.error_code == ErrorCode.inconsistent_cluster_id
-
-
-class OneAclAuthorizer:
-    """An authorizer holding ACLs in a list: enough to show the handlers answer from one."""
-
-    def __init__(self) -> None:
-        self.bindings: list[AclBinding] = []
-
-    def acls(self, matching: AclBindingFilter) -> Sequence[AclBinding]:
-        return [b for b in self.bindings if matching.principal in (None, b.principal)]
-
-    async def create_acls(self, bindings: Sequence[AclBinding]) -> Sequence[KafkaError | None]:
-        self.bindings += bindings
-        return [None] * len(bindings)
-
-    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> Sequence[Sequence[AclBinding] | KafkaError]:
-        gone = [b for f in filters for b in self.acls(f)]
-        self.bindings = [b for b in self.bindings if b not in gone]
-        return [gone]
-
-
-class Services:
-    def __init__(self) -> None:
-        self.security = SecurityFeatures(authorizer=OneAclAuthorizer())
-
-
-def test_a_plugged_in_authorizer_answers_the_acl_apis():
-    services = Services()
-
-    def run(module, api_key: int, body: object) -> object:
-        ctx = RequestContext(services, RequestHeader(api_key, 3, 1, "test"), "127.0.0.1", {})
-        return asyncio.run(module.handle(ctx, body))
-
-    created = run(create_acls, 30, request(30, 3, creations=(acl_filter(30, 3, "AclCreation"),)))
-    assert [r.error_code for r in created.results] == [ErrorCode.none]
-    described = run(describe_acls, 29, acl_filter(29, 3))
-    assert [(r.resource_name, [a.principal for a in r.acls]) for r in described.resources] == [("t", ["User:alice"])]
-    deleted = run(delete_acls, 31, request(31, 3, filters=(acl_filter(31, 3, "DeleteAclsFilter"),)))
-    assert [[a.principal for a in r.matching_acls] for r in deleted.filter_results] == [["User:alice"]]
-    assert run(describe_acls, 29, acl_filter(29, 3)).resources == ()
