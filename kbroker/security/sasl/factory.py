@@ -17,6 +17,7 @@ from kbroker.config.kafka_config import ConfigError, KafkaConfig
 from kbroker.security.sasl.jaas import JaasLoginModule, server_login_module
 from kbroker.security.sasl.mechanism import PLAIN, SUPPORTED_MECHANISMS, SaslClient, SaslServer
 from kbroker.security.sasl.plain import PlainClient, PlainServer
+from kbroker.security.sasl.scram import HASHES, ScramClient, ScramServer
 from kbroker.security.scram_credentials import ScramCredentials
 
 ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
@@ -62,6 +63,10 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _no_credentials(user: str, mechanism: str) -> None:
+    return None
+
+
 class SaslServerFactory:
     """The SASL servers of one listener; built once, at start, so a bad JAAS config stops start-up."""
 
@@ -84,6 +89,10 @@ class SaslServerFactory:
         reauth = max_reauth_ms(config, self.listener_name, mechanism)
         if mechanism == PLAIN:
             return lambda: PlainServer.from_jaas(module, reauth)
+        if mechanism in HASHES:
+            scram = self._scram
+            lookup = scram.lookup if scram is not None else _no_credentials
+            return lambda: ScramServer(mechanism, lookup, reauth)
         raise ConfigError(f"SASL mechanism {mechanism} is not supported by kbroker yet")
 
     def create(self, mechanism: str) -> SaslServer:
@@ -101,4 +110,6 @@ def client_for(config: KafkaConfig, listener_name: str, mechanism: str) -> SaslC
     module = server_login_module(config, listener_name, mechanism)
     if mechanism == PLAIN:
         return PlainClient.from_jaas(module)
+    if mechanism in HASHES:
+        return ScramClient.from_jaas(mechanism, module)
     raise ConfigError(f"SASL mechanism {mechanism} is not supported by kbroker's inter-broker client")
