@@ -1,12 +1,15 @@
 """Command line: ``kbroker serve [--config server.properties] [--override key=value ...]
-[--cluster-id ID]``, and ``kbroker container`` (the image's entrypoint) and ``kbroker healthcheck``
-(its HEALTHCHECK).
+[--cluster-id ID] [--add-scram 'SCRAM-SHA-256=[name=alice,password=...]' ...]``, and
+``kbroker container`` (the image's entrypoint) and ``kbroker healthcheck`` (its HEALTHCHECK).
 
 Exit status 2 for a bad configuration (the message names the key and where it came from), 1 when
 the node cannot start on its log dirs (another node's or another cluster's data, a port in use);
 SIGTERM/SIGINT shut down cleanly. The cluster id comes from ``--cluster-id``, else the
 ``KAFKA_CLUSTER_ID`` or ``CLUSTER_ID`` environment variable (the names images of Kafka use), else
 from the log dirs' meta.properties, else from the metadata log (see kbroker/node/meta_properties.py).
+``--add-scram`` users are written by a new cluster's first active controller with its first
+records, as ``kafka-storage format --add-scram`` writes them; on an existing cluster they are
+ignored, as the format that wrote them happens once.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from kbroker.config.kafka_config import ConfigError, KafkaConfig
@@ -28,6 +31,8 @@ from kbroker.node.broker import Broker
 from kbroker.node.controller_node import ControllerNode
 from kbroker.node.meta_properties import ClusterIdentityError, check_cluster_id, init_log_dirs
 from kbroker.node.open_file_limit import raise_open_file_limit
+from kbroker.replication.quorum.metadata_records import UserScramCredentialRecord
+from kbroker.security.sasl.scram_seeding import parse_add_scram
 
 # The environment variables that name the cluster id, first wins (apache/kafka's image reads CLUSTER_ID).
 CLUSTER_ID_VARIABLES = ("KAFKA_CLUSTER_ID", "CLUSTER_ID")
@@ -46,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--cluster-id", help=f"the cluster this node belongs to (as kafka-storage format -t); default "
                              f"${' or $'.join(CLUSTER_ID_VARIABLES)}, else what the log dirs or the metadata log hold",
+    )
+    serve.add_argument(
+        "--add-scram", action="append", default=[], metavar="MECHANISM=[name=...,password=...]",
+        help="a SCRAM user written when a new cluster starts, as kafka-storage format --add-scram; repeatable",
     )
     commands.add_parser("container", help="run a node configured from KAFKA_* variables (the image's entrypoint)")
     healthcheck.add_parser(commands)
@@ -80,7 +89,8 @@ def check_static_quorum(config: KafkaConfig) -> None:
 
 
 async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluster_id: str = "",
-                 cluster_id_origin: str = "", refusals: list[str] | None = None) -> None:
+                 cluster_id_origin: str = "", refusals: list[str] | None = None,
+                 scram_users: Sequence[UserScramCredentialRecord] = ()) -> None:
     """Run the node until a stop signal, or until its controller finds it belongs to another
     cluster (the reason is appended to ``refusals``)."""
     stop = asyncio.Event()
@@ -105,7 +115,8 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
                     refusals.append(reason)
                 stop.set()
 
-            controller = ControllerNode(config, cluster_id, on_inconsistent_cluster=refuse)
+            controller = ControllerNode(config, cluster_id, on_inconsistent_cluster=refuse,
+                                        bootstrap_records=scram_users)
             if not await _started(controller.start(), stop):
                 return
             bound += controller.bound
@@ -179,13 +190,14 @@ def main(argv: list[str] | None = None, stop_requested: Callable[[], bool] = lam
         config = KafkaConfig.load(args.config, args.override)
         check_static_quorum(config)
         cluster_id, cluster_id_origin = given_cluster_id(args.cluster_id, os.environ)
+        scram_users = [parse_add_scram(argument) for argument in args.add_scram]
     except (ConfigError, ClusterIdentityError) as exc:
         print(f"kbroker: configuration error: {exc}", file=sys.stderr)
         return 2
     raise_open_file_limit()
     refusals: list[str] = []
     try:
-        asyncio.run(_serve(config, stop_requested, cluster_id, cluster_id_origin, refusals))
+        asyncio.run(_serve(config, stop_requested, cluster_id, cluster_id_origin, refusals, scram_users))
     except (OSError, RuntimeError) as exc:  # port in use, unreadable log dir, another node's or cluster's data
         print(f"kbroker: cannot start: {exc}", file=sys.stderr)
         return 1

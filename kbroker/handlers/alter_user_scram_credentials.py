@@ -1,28 +1,25 @@
 """AlterUserScramCredentials (key 51), v0: ``kafka-configs --alter --entity-type users
---add-config SCRAM-SHA-256=[...]``.
+--add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'``.
 
-Deviation: Kafka stores SCRAM credentials in the metadata log even where no listener uses SASL;
-kbroker has no credential store yet (the security issue, #18, adds it), so each user of the
-request is refused with UNSUPPORTED_VERSION "SCRAM credentials are not supported by kbroker
-yet" and nothing is stored (DescribeUserScramCredentials keeps answering no users).
+Credentials are metadata, so the request is forwarded unchanged to the active controller
+(``FORWARD_TO_CONTROLLER``; kbroker/controller_handlers/alter_user_scram_credentials.py), which
+stores salted keys as UserScramCredentialRecord; every broker then authenticates the user from
+its replayed image. A controller that does not answer: REQUEST_TIMED_OUT for every user.
 """
 
 from __future__ import annotations
 
-from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
 
 API_KEY = 51
 MIN_VERSION = 0
 MAX_VERSION = 0
-NOT_STORED = "SCRAM credentials are not supported by kbroker yet"
+FORWARD_TO_CONTROLLER = True
 
 
-async def handle(ctx: RequestContext[object], request: object) -> object:
-    m = response_module(API_KEY, ctx.api_version)
-    users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
-    return build(m.AlterUserScramCredentialsResponse, throttle_time=NO_THROTTLE, results=tuple(
-        build(m.AlterUserScramCredentialsResult, user=user, error_code=ErrorCode.unsupported_version,
-              error_message=NOT_STORED)
-        for user in users))
+def error_response(api_version: int, error: ErrorCode) -> object:
+    # The request is not at hand here, so there are no per-user results: the admin client fails
+    # each user it asked about.
+    m = response_module(API_KEY, api_version)
+    return build(m.AlterUserScramCredentialsResponse, throttle_time=NO_THROTTLE, results=())

@@ -1,12 +1,12 @@
 """DescribeUserScramCredentials (key 50), v0: ``kafka-configs --describe --entity-type users``.
 
-Answers each user's SCRAM mechanisms and iteration counts from the credential store
-(``SecurityFeatures.scram``); kbroker has none yet (#18), which reads as a store without users,
-as a Kafka cluster where no credential was ever set: all users (a null or empty list) is an
-empty answer; a named user without credentials is RESOURCE_NOT_FOUND "Attempt to describe a
+Answers each user's SCRAM mechanisms and iteration counts from the credentials in this broker's
+replayed metadata image (``SecurityFeatures.scram``, kbroker/security/scram_credentials.py), as
+Kafka's broker answers from its metadata cache: all users (a null or empty list) lists every user
+with a credential; a named user without credentials is RESOURCE_NOT_FOUND "Attempt to describe a
 user credential that does not exist: <user>"; a user named twice is answered once, before
 the others as Kafka orders them, with DUPLICATE_RESOURCE "Cannot describe SCRAM credentials for
-the same user twice in a single request: <user>".
+the same user twice in a single request: <user>". Without a store every user is unknown.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kbroker.cluster.quorum_driver import QuorumDriver
@@ -53,8 +53,12 @@ class ControllerNode:
     """Also the services its controller handlers receive (``ControllerServices``)."""
 
     def __init__(self, config: KafkaConfig, cluster_id: str, clock: Clock = SYSTEM_CLOCK,
-                 on_inconsistent_cluster: Callable[[str], None] = lambda _reason: None) -> None:
+                 on_inconsistent_cluster: Callable[[str], None] = lambda _reason: None,
+                 bootstrap_records: Sequence[MetadataRecord] = ()) -> None:
         self.config = config
+        # Written with a new cluster's first records, as kafka-storage format writes them
+        # (the SCRAM users of ``kbroker serve --add-scram``).
+        self.bootstrap_records = list(bootstrap_records)
         self.on_inconsistent_cluster = on_inconsistent_cluster
         self.clock = clock
         self.node_id = config.node_id
@@ -187,12 +191,14 @@ class ControllerNode:
     def _bootstrap(self) -> None:
         """The first active controller of a new cluster writes its first records: the cluster id,
         the static min.insync.replicas as the cluster-wide default (as Kafka's storage format
-        does), and the catalogue of a single node written by an older kbroker, if there is one."""
+        does), the catalogue of a single node written by an older kbroker, if there is one, and
+        ``bootstrap_records``."""
         log_dir = self.config.log_dirs[0]
         records: list[MetadataRecord] = [
             ConfigRecord(BROKER_RESOURCE, "", "min.insync.replicas", self.config.get("min.insync.replicas")),
         ]
         records += legacy_records(log_dir, self.node_id)
+        records += self.bootstrap_records
         # A voter of a quorum of several knows no cluster id of its own (one of them invents it
         # here, the others adopt it from the log); a single node's is in its meta.properties.
         self.cluster_id = self.cluster_id or random_id()
