@@ -11,6 +11,8 @@ replace that resource's dynamic broker configs, validated as Kafka does
 (kbroker/config/dynamic_broker_config.py). GROUP and CLIENT_METRICS resources: the given
 configs replace the resource's (kbroker/config/config_resources.py alter_other). BROKER_LOGGER
 (which Kafka rejects here too) and other resource types answer INVALID_REQUEST.
+With an authorizer each resource needs ALTER_CONFIGS (a topic or group on itself, the others on
+the cluster), else that resource's TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -29,17 +31,19 @@ from kbroker.config.config_resources import (
     null_value_error,
 )
 from kbroker.config.dynamic_broker_config import validate_dynamic_broker_configs
+from kbroker.handlers.security import HasSecurity, config_resource_denied
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation
 
 API_KEY = 33
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-class Services(HasCatalogue, HasCluster, Protocol): ...
+class Services(HasCatalogue, HasCluster, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -50,6 +54,9 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
 
 
 async def _alter(ctx: RequestContext[Services], resource: object, validate_only: bool) -> None:
+    denied = config_resource_denied(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+    if denied is not None:
+        raise KafkaError(denied.code)  # Kafka answers these without a message
     if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_CLIENT_METRICS):
         raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
     if resource.resource_type == RESOURCE_BROKER:

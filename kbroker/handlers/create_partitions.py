@@ -10,24 +10,27 @@ INVALID_REPLICA_ASSIGNMENT. More than 10,000 new partitions in one request (coun
 topic): POLICY_VIOLATION "Unable to perform excessively large batch operation." for every
 topic and nothing changed, as Kafka's controller answers.
 Deviation: the request timeout is unused; the change is synchronous and done on return.
+With an authorizer each topic needs ALTER (else TOPIC_AUTHORIZATION_FAILED), as Kafka's controller.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasCatalogue
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.topic_rules import check_partitions_added
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-class Services(HasCatalogue, Protocol): ...
+class Services(HasCatalogue, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -51,6 +54,8 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             if counts[topic.name] > 1:
                 counts[topic.name] = 0
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+            if not allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                raise KafkaError(ErrorCode.topic_authorization_failed, "The topic authorization is failed.")
             if refused is not None:
                 raise refused
             # Topic and count problems are reported before assignment problems, as Kafka does.

@@ -14,6 +14,10 @@ INVALID_REQUEST when mixed with a count), as with Kafka on a one-broker cluster.
 v5+ results carry the partition count, replication factor and every resolved config (name,
 value, source; sorted by name); v7+ the topic id. A failed topic has the zero topic id, -1
 for both counts and no configs.
+With an authorizer a topic needs CREATE on the cluster or on the topic (else
+TOPIC_AUTHORIZATION_FAILED "Authorization failed."), and its configs are answered only with
+DESCRIBE_CONFIGS on it (else topic_config_error_code TOPIC_AUTHORIZATION_FAILED), as Kafka's
+controller decides.
 Deviation: the request timeout is unused; creation is synchronous and done on return.
 """
 
@@ -21,11 +25,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed, cluster_allowed
 from kbroker.handlers.services import HasCatalogue
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, has_field, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.topic_rules import TopicInfo, check_partitions_requested
+from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.storage.log_config import resolve_topic_configs
 
 API_KEY = 19
@@ -33,7 +39,7 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-class Services(HasCatalogue, Protocol): ...
+class Services(HasCatalogue, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -47,6 +53,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         check_partitions_requested([t for t in request.topics if counts[t.name] == 1], catalogue.default_partitions)
     except KafkaError as exc:
         refused = exc
+    may_create_any = cluster_allowed(ctx, AclOperation.CREATE)
     results = []
     for topic in request.topics:
         if counts[topic.name] == 0:
@@ -57,6 +64,8 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             if counts[topic.name] > 1:
                 counts[topic.name] = 0
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+            if not may_create_any and not allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, topic.name):
+                raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             if refused is not None:
                 raise refused
             partitions, replication = _counts(ctx, topic)
@@ -104,7 +113,10 @@ def _result(
     message: str | None,
 ) -> object:
     configs = ()
-    if info is not None and has_field(m.CreatableTopicResult, "configs"):  # v5+
+    config_error = ErrorCode.none
+    if info is not None and not allowed(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
+        config_error = ErrorCode.topic_authorization_failed
+    elif info is not None and has_field(m.CreatableTopicResult, "configs"):  # v5+
         resolved = resolve_topic_configs(info.configs, ctx.services.catalogue.broker_layers)
         configs = tuple(
             build(
@@ -123,7 +135,7 @@ def _result(
         topic_id=info.topic_id if info is not None else ZERO_UUID,
         error_code=error,
         error_message=message,
-        topic_config_error_code=0,
+        topic_config_error_code=config_error,
         num_partitions=info.partitions if info is not None else -1,
         replication_factor=info.replication_factor if info is not None else -1,
         configs=configs,

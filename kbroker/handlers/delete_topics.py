@@ -7,6 +7,9 @@ Errors per topic: unknown name UNKNOWN_TOPIC_OR_PARTITION, unknown id UNKNOWN_TO
 both name and id given or the same topic twice INVALID_REQUEST. With
 ``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED (INVALID_REQUEST
 before v3, which lacks that code), as in Kafka. v6 answers carry each topic's name and id.
+With an authorizer (Kafka's controller rules) a topic needs DELETE, and an unknown name is
+UNKNOWN_TOPIC_OR_PARTITION only to a caller that may DESCRIBE it: else both are
+TOPIC_AUTHORIZATION_FAILED.
 Deviation: the request timeout is unused; deletion is synchronous and done on return.
 """
 
@@ -15,18 +18,21 @@ from __future__ import annotations
 import uuid
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasCatalogue, HasSettings
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
 FIRST_WITH_DELETION_DISABLED = 3
+NOT_AUTHORIZED = "Topic authorization failed."
 
 
-class Services(HasCatalogue, HasSettings, Protocol): ...
+class Services(HasCatalogue, HasSettings, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -84,10 +90,14 @@ async def _delete(
         if names.count(name) > 1:
             raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
         info = catalogue.topics.get(name)
+        if info is None and not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            raise KafkaError(ErrorCode.topic_authorization_failed, NOT_AUTHORIZED)
         if info is None:
             raise KafkaError(
                 ErrorCode.unknown_topic_or_partition,
                 "This server does not host this topic-partition.",
             )
+    if not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, info.name):
+        raise KafkaError(ErrorCode.topic_authorization_failed, NOT_AUTHORIZED)
     await catalogue.delete_topic(info.name)
     return name, info.topic_id

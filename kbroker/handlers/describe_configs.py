@@ -20,6 +20,8 @@ A successful resource has error message "" (Kafka's answer), a failed one the re
 GROUP, CLIENT_METRICS and BROKER_LOGGER resources: kbroker/config/config_resources.py
 (describe_other). Deviation: group and client-metrics keys carry no documentation (Kafka's
 ConfigDef texts), and loggers none instead of "".
+With an authorizer each resource needs DESCRIBE_CONFIGS (a topic or group on itself, the others
+on the cluster), else that resource's TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -35,11 +37,13 @@ from kbroker.config.config_resources import (
     check_broker_resource,
     describe_other,
 )
+from kbroker.handlers.security import HasSecurity, config_resource_denied
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.topic_rules import validate_topic_name
+from kbroker.security.acl import AclOperation
 from kbroker.storage.log_config import ConfigEntry, ConfigSource, ConfigType
 
 API_KEY = 32
@@ -47,7 +51,7 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 
-class Services(HasCatalogue, HasCluster, Protocol): ...
+class Services(HasCatalogue, HasCluster, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -57,6 +61,10 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         configs: tuple = ()
         error, message = ErrorCode.none, ""
         try:
+            denied = config_resource_denied(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                                            resource.resource_name)
+            if denied is not None:
+                raise denied
             entries = _entries(ctx, resource.resource_type, resource.resource_name)
             wanted = resource.configuration_keys
             if wanted:  # null or empty: every key, as Kafka answers

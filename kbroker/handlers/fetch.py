@@ -36,12 +36,14 @@ import struct
 import uuid
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, cluster_allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasReplicas
 from kbroker.network.context import EncodedResponse, RequestContext
 from kbroker.protocol.codec import encode_unsigned_varint, response_header
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.wire import Writer
 from kbroker.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
+from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.storage.log import FetchSlice
 
 API_KEY = 1
@@ -62,10 +64,11 @@ _EPOCH_END_OFFSET = struct.Struct(">iqB")  # epoch, end offset, empty tagged fie
 READ_COMMITTED = 1
 # Refused before any read, as Kafka's KafkaApis does: these answers carry an empty (not null)
 # aborted-transactions array whatever the isolation level.
-UNKNOWN_PARTITION = (ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id)
+UNKNOWN_PARTITION = (ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
+                     ErrorCode.topic_authorization_failed)
 
 
-class Services(HasCatalogue, HasReplicas, Protocol): ...
+class Services(HasCatalogue, HasReplicas, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> EncodedResponse:
@@ -76,18 +79,32 @@ async def handle(ctx: RequestContext[Services], request: object) -> EncodedRespo
     if session_id != 0:
         error = ErrorCode.fetch_session_id_not_found
         return EncodedResponse([_encode_error(ctx.header.correlation_id, version, error)])
+    if version >= FIRST_REPLICA_STATE:
+        params = FetchParams(request.replica_state.replica_id, request.replica_state.replica_epoch)
+    else:
+        params = FetchParams(request.replica_id)
     wanted: list[FetchRequestPartition] = []
     keys: list[tuple[str | None, uuid.UUID | None, int, ErrorCode]] = []
     by_id = version >= FIRST_TOPIC_ID
-    for topic in request.topics:
+    named = [(topic, catalogue.topics_by_id.get(topic.topic_id) if by_id and topic.topic_id is not None
+              else None if by_id else catalogue.topics.get(topic.topic)) for topic in request.topics]
+    # Kafka's checks: a follower needs CLUSTER_ACTION (else every partition is refused), a
+    # consumer READ on each topic, decided before the topic's existence is disclosed.
+    if params.replica_id >= 0:
+        everything_denied, denied = not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION), frozenset()
+    else:
+        everything_denied = False
+        denied = denied_names(ctx, AclOperation.READ, ResourceType.TOPIC, (
+            info.name if info is not None else topic.topic for topic, info in named if info is not None or not by_id))
+    for topic, info in named:
         if by_id:
             topic_id = topic.topic_id  # kio reads the zero UUID as None: never a known id
-            info = catalogue.topics_by_id.get(topic_id) if topic_id is not None else None
             name, missing = (info.name if info else None), ErrorCode.unknown_topic_id
         else:
             topic_id = None
             name, missing = topic.topic, ErrorCode.unknown_topic_or_partition
-            info = catalogue.topics.get(name)
+        if everything_denied or (denied and name in denied):
+            name, info, missing = None, None, ErrorCode.topic_authorization_failed
         for p in topic.partitions:
             error = ErrorCode.none if info is not None else missing
             keys.append((None if by_id else topic.topic, topic_id, p.partition, error))
@@ -96,10 +113,6 @@ async def handle(ctx: RequestContext[Services], request: object) -> EncodedRespo
                 getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1),
                 getattr(p, "log_start_offset", -1),
             ))
-    if version >= FIRST_REPLICA_STATE:
-        params = FetchParams(request.replica_state.replica_id, request.replica_state.replica_epoch)
-    else:
-        params = FetchParams(request.replica_id)
     if version >= FIRST_CLIENT_METADATA and params.replica_id < 0:
         params = FetchParams(client_rack=request.rack_id or "")
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)

@@ -15,6 +15,8 @@ configs the same way, validated as Kafka does (kbroker/config/dynamic_broker_con
 stored by the controller.
 GROUP, CLIENT_METRICS and BROKER_LOGGER resources: kbroker/config/config_resources.py
 (incremental_alter_other); other resource types answer INVALID_REQUEST.
+With an authorizer each resource needs ALTER_CONFIGS (a topic or group on itself, the others on
+the cluster), else that resource's TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ from kbroker.config.config_resources import (
 )
 from kbroker.config.dynamic_broker_config import not_acted_on, validate_dynamic_broker_configs
 from kbroker.config.kafka_config import BROKER_CONFIGS
+from kbroker.handlers.security import HasSecurity, config_resource_denied
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation
 from kbroker.storage.log_config import TOPIC_CONFIGS, ConfigType
 
 API_KEY = 44
@@ -51,7 +55,7 @@ _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 log = logging.getLogger(__name__)
 
 
-class Services(HasCatalogue, HasCluster, Protocol): ...
+class Services(HasCatalogue, HasCluster, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -62,6 +66,9 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
 
 
 async def _alter(ctx: RequestContext[Services], resource: object, validate_only: bool) -> None:
+    denied = config_resource_denied(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+    if denied is not None:
+        raise KafkaError(denied.code)  # Kafka answers these without a message
     if resource.resource_type in OTHER_TYPES:  # GROUP, CLIENT_METRICS, BROKER_LOGGER
         await incremental_alter_other(ctx.services.catalogue, ctx.services.cluster.node_id, resource, validate_only)
         return

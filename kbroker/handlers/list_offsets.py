@@ -23,12 +23,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, denied_names
 from kbroker.handlers.services import HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.partition import Partition
 from kbroker.replication.replica_manager import READ_COMMITTED
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -50,7 +52,7 @@ UNKNOWN = (-1, -1, -1)  # timestamp, offset, leader epoch
 DEBUGGING_REPLICA_ID = -2
 
 
-class Services(HasReplicas, Protocol): ...
+class Services(HasReplicas, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -64,6 +66,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             seen[key] = seen.get(key, 0) + 1
+    denied = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
@@ -73,7 +76,9 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                 continue  # a duplicate, already answered
             error = ErrorCode.none
             timestamp, offset, epoch = UNKNOWN
-            if seen[key] > 1:
+            if denied and topic.name in denied:
+                error = ErrorCode.topic_authorization_failed
+            elif seen[key] > 1:
                 seen[key] = 0
                 error = ErrorCode.invalid_request
             elif p.timestamp < 0 and version < SENTINEL_MIN_VERSION.get(p.timestamp, 1 << 15):

@@ -8,7 +8,11 @@ a topic with neither INVALID_REQUEST (named "" before v12, where the answer's na
 as Kafka answers).
 Authorized operations (v8+ for topics, v8–10 for the cluster) are answered only when asked for,
 and then all of those Kafka defines on the resource, as a Kafka broker without an authorizer
-answers; otherwise Kafka's "omitted" value, INT32_MIN.
+answers, or with one those the ACLs allow; otherwise Kafka's "omitted" value, INT32_MIN.
+With an authorizer, as Kafka's KafkaApis: a request for all topics lists those the caller may
+DESCRIBE; a named topic it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether it exists or
+not; auto-creating a topic needs CREATE on the cluster or on the topic (else
+TOPIC_AUTHORIZATION_FAILED).
 Auto-creation happens when the request allows it (v4+; always before) and
 ``auto.create.topics.enable`` is true, with ``num.partitions``/``default.replication.factor``.
 Deviation: Kafka answers UNKNOWN_TOPIC_OR_PARTITION for an auto-created topic on the first
@@ -20,11 +24,13 @@ from __future__ import annotations
 import datetime
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed, authorized_operations, cluster_allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasCluster, HasSettings
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.partition_registration import NO_LEADER
+from kbroker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -38,7 +44,7 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-class Services(HasCatalogue, HasCluster, HasSettings, Protocol): ...
+class Services(HasCatalogue, HasCluster, HasSettings, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -56,9 +62,15 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     brokers = services.cluster.live_brokers()
     live = {b[0] for b in brokers}
     if requested is None or (version == 0 and not requested):
-        wanted = [(name, None) for name in catalogue.topics]
+        hidden = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, catalogue.topics)
+        wanted = [(name, None) for name in catalogue.topics if name not in hidden]
+        hidden = frozenset()
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in requested]
+        hidden = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (
+            name if name else info.name for name, info in (
+                (t.name, catalogue.topics_by_id.get(getattr(t, "topic_id", None) or ZERO_UUID)) for t in requested)
+            if name or info is not None))
     for name, topic_id in wanted:
         error = ErrorCode.none
         info = None
@@ -67,9 +79,17 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             info = catalogue.topics_by_id.get(topic_id)
             if info is None:
                 error = ErrorCode.unknown_topic_id
+            elif info.name in hidden:
+                info, error = None, ErrorCode.topic_authorization_failed
+        elif name is not None and name in hidden:
+            error = ErrorCode.topic_authorization_failed
         elif name is not None:
             info = catalogue.topics.get(name)
-            if info is None and auto_create:
+            if info is None and auto_create and not (
+                    cluster_allowed(ctx, AclOperation.CREATE) or allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC,
+                                                                          name)):
+                error = ErrorCode.topic_authorization_failed
+            elif info is None and auto_create:
                 try:
                     info = await catalogue.create_topic(name, -1, -1, {})
                 except KafkaError as exc:
@@ -106,7 +126,8 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             topic_id=info.topic_id if info is not None else ZERO_UUID,
             is_internal=False,
             partitions=tuple(partitions),
-            topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
+            topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name or "", TOPIC_OPERATIONS)
+            if include_ops and error != ErrorCode.topic_authorization_failed else AUTHORIZED_OPERATIONS_OMITTED,
         ))
     return build(
         m.MetadataResponse,
@@ -116,6 +137,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         cluster_id=services.cluster.cluster_id,
         controller_id=services.cluster.controller_id,
         topics=tuple(topics),
-        cluster_authorized_operations=CLUSTER_OPERATIONS if include_cluster_ops else AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+        if include_cluster_ops else AUTHORIZED_OPERATIONS_OMITTED,
         error_code=ErrorCode.none,
     )

@@ -38,6 +38,7 @@ import struct
 import uuid
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasReplicas, HasTransactionVerifier
 from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext
 from kbroker.protocol.codec import MalformedRequest, response_header
@@ -46,6 +47,7 @@ from kbroker.protocol.records import HEADER_SIZE, read_header
 from kbroker.protocol.wire import Reader, Writer
 from kbroker.replication.partition import Partition
 from kbroker.replication.replica_manager import ProduceResult
+from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard
 
 API_KEY = 0
@@ -64,7 +66,7 @@ _PARTITION_FIXED = struct.Struct(">ihqq")  # index, error code, base offset, log
 _INT64 = struct.Struct(">q")
 
 
-class Services(HasCatalogue, HasReplicas, HasTransactionVerifier, Protocol): ...
+class Services(HasCatalogue, HasReplicas, HasTransactionVerifier, HasSecurity, Protocol): ...
 
 
 class ProduceRequest:
@@ -113,16 +115,26 @@ async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> obje
     valid_acks = request.acks in (0, 1, -1)
     resolved = [(name, topic_id, partitions, catalogue.topics_by_id.get(topic_id) if topic_id is not None
                  else catalogue.topics.get(name or "")) for name, topic_id, partitions in request.topics]
+    # Kafka's order: the transactional id's WRITE, then each topic's WRITE (an unknown topic the
+    # caller may not write is TOPIC_AUTHORIZATION_FAILED too: its existence is not disclosed).
+    txn_denied = request.transactional_id is not None and not allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    denied = denied_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (
+        info.name if info is not None else name for name, _t, _p, info in resolved if info is not None or name))
     refused: dict[tuple[str, int], ProduceResult] = {}
-    if request.transactional_id is not None and valid_acks:
+    if request.transactional_id is not None and valid_acks and not txn_denied:
         refused = await _verify_transaction(ctx, request.transactional_id, [
-            (info.name, index, records) for _n, _t, partitions, info in resolved if info is not None
-            for index, records in partitions if records is not None])
+            (info.name, index, records) for _n, _t, partitions, info in resolved
+            if info is not None and info.name not in denied for index, records in partitions if records is not None])
     for name, topic_id, partitions, info in resolved:
         missing = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode.unknown_topic_or_partition
         out = []
         for index, records in partitions:
-            if not valid_acks:
+            if txn_denied:
+                result = ProduceResult(ErrorCode.transactional_id_authorization_failed)
+            elif denied and (info.name if info is not None else name) in denied:
+                result = ProduceResult(ErrorCode.topic_authorization_failed)
+            elif not valid_acks:
                 result = ProduceResult(ErrorCode.invalid_required_acks)
             elif info is None:
                 result = ProduceResult(missing)

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kbroker.network.context import RequestContext
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.security.acl import CLUSTER_NAME, AclBinding, AclBindingFilter, ResourceType
 from kbroker.security.principal import KafkaPrincipal
+
+_NOTHING: frozenset[str] = frozenset()
 
 
 class Authorizer(Protocol):
@@ -70,14 +73,15 @@ def allowed_any(ctx: RequestContext[HasSecurity], operation: int, resource_type:
     return authorizer is None or authorizer.authorize_any(ctx.principal, ctx.client_host, operation, resource_type)
 
 
-def allowed_names(ctx: RequestContext[HasSecurity], operation: int, resource_type: int,
-                  names: Iterable[str]) -> set[str]:
-    """The names among ``names`` the operation is allowed on (each decided once)."""
+def denied_names(ctx: RequestContext[HasSecurity], operation: int, resource_type: int,
+                 names: Iterable[str]) -> frozenset[str]:
+    """The names among ``names`` the operation is not allowed on (none without an authorizer:
+    the produce and fetch paths pay one attribute test)."""
     authorizer = ctx.services.security.authorizer
     if authorizer is None:
-        return set(names)
+        return _NOTHING
     principal, host = ctx.principal, ctx.client_host
-    return {n for n in set(names) if authorizer.authorize(principal, host, operation, resource_type, n)}
+    return frozenset(n for n in set(names) if not authorizer.authorize(principal, host, operation, resource_type, n))
 
 
 def authorized_operations(ctx: RequestContext[HasSecurity], resource_type: int, name: str,
@@ -88,3 +92,30 @@ def authorized_operations(ctx: RequestContext[HasSecurity], resource_type: int, 
     if authorizer is None:
         return without_authorizer
     return authorizer.authorized_operations(ctx.principal, ctx.client_host, resource_type, name)
+
+
+# Kafka's default messages of the authorization errors (Errors.X.message()), which KafkaApis
+# answers where it gives no message of its own.
+TOPIC_DENIED = "Topic authorization failed."
+GROUP_DENIED = "Group authorization failed."
+CLUSTER_DENIED = "Cluster authorization failed."
+
+# Config resource types (DescribeConfigs / AlterConfigs): the ACL resource each is checked on.
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS, _CONFIG_GROUP = 2, 4, 8, 16, 32
+
+
+def config_resource_denied(ctx: RequestContext[HasSecurity], operation: int, config_type: int,
+                           name: str) -> KafkaError | None:
+    """Kafka's check of one config resource (``operation`` DESCRIBE_CONFIGS or ALTER_CONFIGS): a
+    topic on itself, a group on itself, a broker, broker logger or client-metrics resource on the
+    cluster; the refusal names the resource's kind, with Kafka's default message."""
+    if config_type == _CONFIG_TOPIC:
+        if not allowed(ctx, operation, ResourceType.TOPIC, name):
+            return KafkaError(ErrorCode.topic_authorization_failed, TOPIC_DENIED)
+    elif config_type == _CONFIG_GROUP:
+        if not allowed(ctx, operation, ResourceType.GROUP, name):
+            return KafkaError(ErrorCode.group_authorization_failed, GROUP_DENIED)
+    elif config_type in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS):
+        if not cluster_allowed(ctx, operation):
+            return KafkaError(ErrorCode.cluster_authorization_failed, CLUSTER_DENIED)
+    return None
