@@ -3,6 +3,7 @@
 Deletes groups without members: tombstones for their offsets and metadata in
 ``__consumer_offsets``. GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP for a group
 with members.
+With an authorizer each group needs DELETE (else GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -10,17 +11,19 @@ from __future__ import annotations
 from typing import Protocol
 
 from kbroker.coordinator_errors import coordinator_write_error
+from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasClassicGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
-from kbroker.protocol.errors import KafkaError
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 42
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-class Services(HasClassicGroups, Protocol): ...
+class Services(HasClassicGroups, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -28,6 +31,8 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     results = []
     for group_id in request.groups_names:
         try:
+            if not allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
+                raise KafkaError(ErrorCode.group_authorization_failed)
             error = ctx.services.classic_groups.delete_group(group_id)
         except KafkaError as exc:
             error = exc.code

@@ -6,6 +6,8 @@ Stable, as Kafka's. An unknown group: v6+ GROUP_ID_NOT_FOUND with a message, ear
 state "Dead" and no error; a consumer (KIP-848) group likewise, v6+ with Kafka's message
 "Group X is not a classic group.". v3+ authorized operations when asked: READ, DELETE and
 DESCRIBE (no authorizer, so everything a group has).
+With an authorizer each group needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED), and the
+authorized operations are those its ACLs allow.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from kbroker.groups.classic_group import GroupState
+from kbroker.handlers.security import HasSecurity, allowed, authorized_operations
 from kbroker.handlers.services import HasClassicGroups, HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -26,7 +30,7 @@ _OMITTED = -(2**31)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
 
 
-class Services(HasClassicGroups, HasConsumerGroups, Protocol): ...
+class Services(HasClassicGroups, HasConsumerGroups, HasSecurity, Protocol): ...
 
 
 def _not_found_message(ctx: RequestContext[Services], group_id: str) -> str:
@@ -38,9 +42,17 @@ def _not_found_message(ctx: RequestContext[Services], group_id: str) -> str:
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    operations = _GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else _OMITTED
+    include_operations = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(build(
+                m.DescribedGroup, error_code=ErrorCode.group_authorization_failed, error_message=None,
+                group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(),
+                authorized_operations=_OMITTED))
+            continue
+        operations = authorized_operations(ctx, ResourceType.GROUP, group_id, _GROUP_OPERATIONS) if (
+            include_operations) else _OMITTED
         not_here = ctx.services.classic_groups.coordinator_error(group_id)
         if not_here:
             described.append(build(

@@ -14,6 +14,8 @@ likewise the leader of its ``__transaction_state`` partition (created here on fi
 transaction.state.log.num.partitions, transaction.state.log.replication.factor and
 min.insync.replicas = transaction.state.log.min.isr, as Kafka). Deviation: share groups (key
 type 2) are not implemented.
+With an authorizer the key needs DESCRIBE on its group or transactional id (else
+GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's default message).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import logging
 from typing import Protocol
 
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from kbroker.handlers.security import GROUP_DENIED, TRANSACTIONAL_ID_DENIED, HasSecurity, allowed
 from kbroker.handlers.services import HasCatalogue, HasCluster, HasGroupOffsets, HasSettings
 from kbroker.network.context import RequestContext
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_TOPIC_CONFIGS, partition_for
 
 # Every FindCoordinator asks again while the topic cannot be created (too few brokers).
@@ -40,7 +44,7 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 
 
-class Services(HasCatalogue, HasCluster, HasGroupOffsets, HasSettings, Protocol): ...
+class Services(HasCatalogue, HasCluster, HasGroupOffsets, HasSettings, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -68,6 +72,10 @@ async def _coordinator(ctx: RequestContext[Services], key_type: int, key: str) -
     services = ctx.services
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return ErrorCode.invalid_request, f"Unsupported key type {key_type}", -1, "", -1
+    if key_type == KEY_TYPE_GROUP and not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed, GROUP_DENIED, -1, "", -1
+    if key_type == KEY_TYPE_TRANSACTION and not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.transactional_id_authorization_failed, TRANSACTIONAL_ID_DENIED, -1, "", -1
     catalogue = services.catalogue
     if key_type == KEY_TYPE_TRANSACTION:
         topic = TRANSACTION_STATE_TOPIC

@@ -12,15 +12,19 @@ INVALID_SESSION_TIMEOUT; no protocol in common or another protocol type:
 INCONSISTENT_GROUP_PROTOCOL; group.max.size: GROUP_MAX_SIZE_REACHED. v0 has no rebalance
 timeout: the session timeout stands in, as in Kafka. A JoinGroup to a consumer group (a classic
 member of it, after an online upgrade) is answered at once by kbroker/groups/classic_members.py.
+With an authorizer the group needs READ (else GROUP_AUTHORIZATION_FAILED), as in Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasClassicGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -29,7 +33,7 @@ FIRST_MEMBER_ID_REQUIRED = 4
 FIRST_NULLABLE_PROTOCOL = 7
 
 
-class Services(HasClassicGroups, Protocol): ...
+class Services(HasClassicGroups, HasSecurity, Protocol): ...
 
 
 def millis(value: object) -> int:
@@ -41,6 +45,11 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     session_ms = millis(request.session_timeout)
     rebalance_ms = millis(getattr(request, "rebalance_timeout", request.session_timeout))
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                     generation_id=-1, protocol_type=None,
+                     protocol_name=None if ctx.api_version >= FIRST_NULLABLE_PROTOCOL else "", leader="",
+                     skip_assignment=False, member_id=request.member_id, members=())
     result = await ctx.services.classic_groups.join(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.protocol_type,
         [(p.name, p.metadata) for p in request.protocols], session_ms, rebalance_ms, ctx.header.client_id or "",

@@ -4,6 +4,8 @@ Every group the coordinators hold, with its protocol type; v4+ its state and a s
 v5+ its type ("classic", or "consumer" for KIP-848 groups, whose protocol type is "consumer"
 and states Empty/Assigning/Reconciling/Stable) and a type filter. Filters compare without regard
 to case, as Kafka's. Dead groups are not listed.
+With an authorizer: every group for a caller with DESCRIBE on the cluster, else the groups it may
+DESCRIBE, as Kafka filters them.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from kbroker.groups.classic_group import GroupState
+from kbroker.handlers.security import HasSecurity, cluster_allowed, denied_names
 from kbroker.handlers.services import HasClassicGroups, HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 16
 MIN_VERSION = 0
@@ -23,7 +27,7 @@ GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
 
 
-class Services(HasClassicGroups, HasConsumerGroups, Protocol): ...
+class Services(HasClassicGroups, HasConsumerGroups, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -44,4 +48,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                 continue
             groups.append(build(m.ListedGroup, group_id=cgroup.group_id, protocol_type="consumer",
                                 group_state=state, group_type=CONSUMER_GROUP_TYPE))
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):  # else only the groups the caller may DESCRIBE
+        hidden = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
+        groups = [g for g in groups if g.group_id not in hidden]
     return build(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(groups))

@@ -15,6 +15,8 @@ accepted when every partition has been the member's since that epoch. Then per p
 OFFSET_METADATA_TOO_LARGE past offset.metadata.max.bytes. An empty group id is a group id like
 any other, as in Kafka (only a null one, which the schema cannot carry, is INVALID_GROUP_ID).
 The retention time of v2-4 is ignored, as Kafka 4 does (offsets.retention.minutes applies).
+With an authorizer the group needs READ (else GROUP_AUTHORIZATION_FAILED for every partition)
+and each topic READ (else TOPIC_AUTHORIZATION_FAILED), as Kafka checks them.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from typing import Protocol
 
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import OffsetAndMetadata
+from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasClock, HasGroupOffsets, HasSettings
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -34,7 +38,7 @@ MAX_VERSION = 10
 COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms
 
 
-class Services(HasCatalogue, HasClassicGroups, HasGroupOffsets, HasSettings, HasClock, Protocol): ...
+class Services(HasCatalogue, HasClassicGroups, HasGroupOffsets, HasSettings, HasClock, HasSecurity, Protocol): ...
 
 
 def topic_names_by_id(ctx: RequestContext[Services]) -> dict[object, str]:
@@ -48,11 +52,20 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     by_id = topic_names_by_id(ctx) if ctx.api_version >= 10 else {}
     errors: dict[tuple[int, int], ErrorCode] = {}
     known: list[tuple[int, int, str]] = []  # (topic index, partition index, topic name) of existing partitions
+    # Kafka's checks come first: READ on the group (else every partition is refused), then READ
+    # on each topic, before its existence is disclosed.
+    group_allowed = allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id)
+    names = [by_id.get(topic.topic_id) if ctx.api_version >= 10 else topic.name for topic in request.topics]
+    denied = denied_names(ctx, AclOperation.READ, ResourceType.TOPIC, (n for n in names if n is not None))
     for ti, topic in enumerate(request.topics):
-        name = by_id.get(topic.topic_id) if ctx.api_version >= 10 else topic.name
+        name = names[ti]
         for pi, p in enumerate(topic.partitions):
-            if name is None:
+            if not group_allowed:
+                errors[ti, pi] = ErrorCode.group_authorization_failed
+            elif name is None:
                 errors[ti, pi] = ErrorCode.unknown_topic_id
+            elif denied and name in denied:
+                errors[ti, pi] = ErrorCode.topic_authorization_failed
             elif name not in topics_known or not 0 <= p.partition_index < topics_known[name].partitions:
                 errors[ti, pi] = ErrorCode.unknown_topic_or_partition
             else:

@@ -9,16 +9,20 @@ v9+ member id / member epoch: checked for consumer (KIP-848) groups (UNKNOWN_MEM
 STALE_MEMBER_EPOCH; none given: accepted, as from an admin client); not checked for classic
 groups, as Kafka's ClassicGroup does not. An empty group id is fetched like any other, as Kafka
 does (its INVALID_GROUP_ID is for a null id, which the schema cannot carry).
+With an authorizer a group needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED) and a named topic
+DESCRIBE (else TOPIC_AUTHORIZATION_FAILED); an all-topics fetch leaves the others out, as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasConsumerGroups, HasGroupOffsets
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 from .offset_commit import topic_names_by_id
 
@@ -28,7 +32,7 @@ MAX_VERSION = 10
 FIRST_BATCHED = 8
 
 
-class Services(HasCatalogue, HasClassicGroups, HasConsumerGroups, HasGroupOffsets, Protocol): ...
+class Services(HasCatalogue, HasClassicGroups, HasConsumerGroups, HasGroupOffsets, HasSecurity, Protocol): ...
 
 
 def _group_topics(ctx: RequestContext[Services], m: object, group_id: str, topics: object, require_stable: bool,
@@ -46,6 +50,10 @@ def _group_topics(ctx: RequestContext[Services], m: object, group_id: str, topic
     else:
         requested = [(by_id.get(t.topic_id) if use_ids else t.name, getattr(t, "topic_id", None),
                       list(t.partition_indexes)) for t in topics]
+    # Topics the caller may not DESCRIBE: left out of an all-topics answer, refused when named.
+    denied = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (n for n, _t, _p in requested if n))
+    if topics is None and denied:
+        requested = [r for r in requested if r[0] not in denied]
     result = []
     for name, topic_id, partitions in requested:
         answers = []
@@ -53,6 +61,8 @@ def _group_topics(ctx: RequestContext[Services], m: object, group_id: str, topic
             offset, epoch, metadata, error = -1, -1, "", ErrorCode.none
             if name is None:
                 error = ErrorCode.unknown_topic_id
+            elif denied and name in denied:
+                error = ErrorCode.topic_authorization_failed
             elif require_stable and store.has_pending(group_id, (name, index)):
                 error = ErrorCode.unstable_offset_commit
             elif (name, index) in committed:
@@ -68,13 +78,17 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     require_stable = getattr(request, "require_stable", False)
     if ctx.api_version < FIRST_BATCHED:
-        error = ctx.services.classic_groups.coordinator_error(request.group_id)
+        error = ErrorCode.group_authorization_failed if not allowed(
+            ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id) else (
+            ctx.services.classic_groups.coordinator_error(request.group_id))
         topics = () if error else _group_topics(ctx, m, request.group_id, request.topics, require_stable,
                                                 m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition)
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
     groups = []
     for group in request.groups:
-        error = ctx.services.classic_groups.coordinator_error(group.group_id)
+        error = ErrorCode.group_authorization_failed if not allowed(
+            ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id) else (
+            ctx.services.classic_groups.coordinator_error(group.group_id))
         if not error:
             try:  # v9+ members of a consumer (KIP-848) group fetch at their current member epoch
                 ctx.services.consumer_groups.validate_fetch(

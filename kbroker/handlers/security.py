@@ -99,6 +99,7 @@ def authorized_operations(ctx: RequestContext[HasSecurity], resource_type: int, 
 TOPIC_DENIED = "Topic authorization failed."
 GROUP_DENIED = "Group authorization failed."
 CLUSTER_DENIED = "Cluster authorization failed."
+TRANSACTIONAL_ID_DENIED = "Transactional Id authorization failed."
 
 # Config resource types (DescribeConfigs / AlterConfigs): the ACL resource each is checked on.
 _CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS, _CONFIG_GROUP = 2, 4, 8, 16, 32
