@@ -12,16 +12,21 @@ for every partition. The coordinator answers once the Ongoing record is replicat
 unchanged), and CONCURRENT_TRANSACTIONS while another change of the id is pending (not to
 verify_only, which reads the replicated state, as Kafka); v4+ also
 comes from partition leaders verifying a transactional write (AddPartitionsToTxnManager).
+With an authorizer, as Kafka: v4+ (broker to broker) needs CLUSTER_ACTION; the transactional id
+WRITE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic WRITE (else
+TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed, cluster_allowed, denied_names
 from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 from .txn_errors import for_version
 
@@ -31,19 +36,21 @@ MAX_VERSION = 5
 FIRST_BATCHED = 4
 
 
-class Services(HasTransactions, Protocol): ...
+class Services(HasTransactions, HasSecurity, Protocol): ...
 
 
 async def _add(ctx: RequestContext[Services], m: object, transactional_id: str, producer_id: int, producer_epoch: int,
          topics: tuple, verify_only: bool) -> tuple:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     coordinator = ctx.services.transaction_coordinator
-    try:
-        errors = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted, verify_only)
-        if not verify_only:
-            await coordinator.replicated(transactional_id)
-    except KafkaError as exc:
-        errors = {tp: exc.code for tp in wanted}
+    errors = _refused(ctx, transactional_id, wanted)
+    if errors is None:
+        try:
+            errors = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted, verify_only)
+            if not verify_only:
+                await coordinator.replicated(transactional_id)
+        except KafkaError as exc:
+            errors = {tp: exc.code for tp in wanted}
     return tuple(
         build(m.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(
             build(m.AddPartitionsToTxnPartitionResult, partition_index=p,
@@ -54,8 +61,25 @@ async def _add(ctx: RequestContext[Services], m: object, transactional_id: str, 
     )
 
 
+def _refused(ctx: RequestContext[Services], transactional_id: str,
+             wanted: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode] | None:
+    """Kafka's checks before the coordinator is asked: WRITE on the transactional id (else every
+    partition is refused), then WRITE on each topic; a topic refused or unknown leaves the others
+    OPERATION_NOT_ATTEMPTED. None when the request may go on."""
+    if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return {tp: ErrorCode.transactional_id_authorization_failed for tp in wanted}
+    denied = denied_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (topic for topic, _p in wanted))
+    if not denied:
+        return None
+    return {(topic, p): ErrorCode.topic_authorization_failed if topic in denied else ErrorCode.operation_not_attempted
+            for topic, p in wanted}
+
+
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
+    if ctx.api_version >= FIRST_BATCHED and not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+        return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=())
     if ctx.api_version >= FIRST_BATCHED:
         results = []
         for txn in request.transactions:

@@ -14,16 +14,19 @@ the change is pending and the state unchanged, and if it cannot be replicated th
 COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR with the transaction still Ongoing); the markers
 and the Complete record follow asynchronously, and until then requests for the transactional
 id get CONCURRENT_TRANSACTIONS.
+With an authorizer the transactional id needs WRITE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 from .txn_errors import for_version
 
@@ -33,13 +36,16 @@ MAX_VERSION = 5
 FIRST_TRANSACTION_V2 = 5
 
 
-class Services(HasTransactions, Protocol): ...
+class Services(HasTransactions, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     error = ErrorCode.none
     transaction_version = 2 if ctx.api_version >= FIRST_TRANSACTION_V2 else 1
+    if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return build(m.EndTxnResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1)
     try:
         coordinator = ctx.services.transaction_coordinator
         producer_id, producer_epoch = coordinator.end_txn(

@@ -17,16 +17,21 @@ is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). The answer waits until th
 record is replicated (a failed write of it: NOT_COORDINATOR); an open transaction of the old
 session is aborted asynchronously and the request answered CONCURRENT_TRANSACTIONS meanwhile
 (the client retries).
+With an authorizer, as Kafka: a transactional id needs WRITE on it (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer IDEMPOTENT_WRITE on the cluster or
+WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed, allowed_any, cluster_allowed
 from kbroker.handlers.services import HasProducerIds, HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 from .txn_errors import for_version
 
@@ -38,7 +43,7 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 
-class Services(HasTransactions, HasProducerIds, Protocol): ...
+class Services(HasTransactions, HasProducerIds, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -46,7 +51,14 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     producer_id, epoch, error = NO_PRODUCER_ID, NO_PRODUCER_EPOCH, ErrorCode.none
     given_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     given_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
-    if (given_id == NO_PRODUCER_ID) != (given_epoch == NO_PRODUCER_EPOCH):
+    if request.transactional_id is not None and not allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+    elif request.transactional_id is None and not (
+            cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE)
+            or allowed_any(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        error = ErrorCode.cluster_authorization_failed
+    elif (given_id == NO_PRODUCER_ID) != (given_epoch == NO_PRODUCER_EPOCH):
         error = ErrorCode.invalid_request
     elif request.transactional_id is not None:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)

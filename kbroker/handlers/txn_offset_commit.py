@@ -14,6 +14,9 @@ This broker is the group's coordinator, not necessarily the transactional id's:
 the offsets partition is verified (v0-4) or added (v5+) by asking the transaction coordinator
 (AddPartitionsToTxnManager, as Kafka's group coordinator does), and the commit is answered once
 the ISR has it (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR otherwise, as OffsetCommit).
+With an authorizer, as Kafka: WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else GROUP_AUTHORIZATION_FAILED) and
+READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from typing import Protocol
 
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetAndMetadata
+from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasClassicGroups, HasClock, HasGroupOffsets, HasReplicas, HasTransactionVerifier
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard
 
 from .txn_errors import for_version
@@ -38,7 +43,8 @@ FIRST_ADD_PARTITION = 5
 COMMIT_TIMEOUT_MS = 30000
 
 
-class Services(HasClassicGroups, HasGroupOffsets, HasReplicas, HasTransactionVerifier, HasClock, Protocol): ...
+class Services(HasClassicGroups, HasGroupOffsets, HasReplicas, HasTransactionVerifier, HasClock, HasSecurity,
+               Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -49,7 +55,17 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now_ms)
         for t in request.topics for p in t.partitions
     }
-    return _response(m, request, await _commit(ctx, request, offsets))
+    # Kafka's checks: WRITE on the transactional id, READ on the group (each refuses every
+    # partition), then READ on each topic (refused topics answered, the rest committed).
+    if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return _response(m, request, ErrorCode.transactional_id_authorization_failed)
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _response(m, request, ErrorCode.group_authorization_failed)
+    denied = denied_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
+    if denied:
+        offsets = {tp: o for tp, o in offsets.items() if tp[0] not in denied}
+    error = await _commit(ctx, request, offsets) if offsets else ErrorCode.none
+    return _response(m, request, error, denied)
 
 
 async def _commit(ctx: RequestContext[Services], request: object, offsets: dict) -> ErrorCode:
@@ -88,10 +104,11 @@ async def _commit(ctx: RequestContext[Services], request: object, offsets: dict)
     return await services.group_offsets.wait_replicated(group, COMMIT_TIMEOUT_MS)
 
 
-def _response(m: object, request: object, error: ErrorCode) -> object:
+def _response(m: object, request: object, error: ErrorCode, denied: frozenset[str] = frozenset()) -> object:
     topics = tuple(
         build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
-            build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=error)
+            build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
+                  error_code=ErrorCode.topic_authorization_failed if t.name in denied else error)
             for p in t.partitions))
         for t in request.topics
     )
