@@ -15,6 +15,7 @@ from types import ModuleType
 
 from . import (
     allocate_producer_ids,
+    alter_client_quotas,
     alter_partition,
     alter_partition_reassignments,
     api_versions,
@@ -42,6 +43,7 @@ from . import (
 CONTROLLER_HANDLERS: dict[int, ModuleType] = {
     m.API_KEY: m
     for m in (
+        alter_client_quotas,
         api_versions, allocate_producer_ids, alter_partition, alter_partition_reassignments, begin_quorum_epoch,
         broker_heartbeat, broker_registration, create_acls, create_partitions, create_topics, delete_acls,
         delete_topics, describe_cluster, describe_quorum, elect_leaders, end_quorum_epoch, fetch_snapshot,

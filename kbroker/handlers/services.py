@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from kbroker.handlers.security import SecurityFeatures
 from kbroker.protocol.errors import ErrorCode
+from kbroker.quotas.client_quotas import ClientQuotas, QuotaWindows
 from kbroker.replication.partition import Partition
 from kbroker.replication.quorum.partition_registration import PartitionRegistration
 from kbroker.replication.quorum.topic_rules import TopicInfo
 from kbroker.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult, ProduceResult
-from kbroker.storage.clock import Clock
+from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import ConfigEntry, ConfigSource
 
@@ -362,6 +363,11 @@ class HasClock(Protocol):
     def clock(self) -> Clock: ...
 
 
+class HasClientQuotas(Protocol):
+    @property
+    def client_quotas(self) -> ClientQuotas: ...
+
+
 @dataclass(slots=True, frozen=True)
 class BrokerServices:
     """Every service a broker lends its handlers; the composition root builds one."""
@@ -380,3 +386,4 @@ class BrokerServices:
     settings: BrokerSettings
     clock: Clock
     security: SecurityFeatures = field(default_factory=SecurityFeatures)  # all off: no authorizer yet
+    client_quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(dict, QuotaWindows(), SYSTEM_CLOCK))

@@ -38,7 +38,7 @@ import struct
 import termios
 from typing import Protocol
 
-from kbroker.network.context import EncodedResponse
+from kbroker.network.context import EncodedResponse, ThrottledResponse
 from kbroker.network.memory_pool import MemoryPool
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.storage.log import FetchSlice
@@ -297,12 +297,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if response is None:
                     self.close()
                     return
+                mute_s = 0.0
+                if isinstance(response, ThrottledResponse):  # a client over its quota
+                    response, mute_s = response.response, response.throttle_ms / 1000
                 assert self.transport is not None
                 if self.closed or self.transport.is_closing():
                     return
                 await self._send(response)
                 if self._drained is not None:
                     await self._drained  # the client is not reading its responses: read no more from it
+                if mute_s:
+                    await asyncio.sleep(mute_s)  # KIP-219's muted channel: nothing is read from it meanwhile
                 if self.closed:
                     return
                 self.server.touch(self)

@@ -56,3 +56,12 @@ class NoResponse:
 
 
 NO_RESPONSE = NoResponse()
+
+
+@dataclass(slots=True)
+class ThrottledResponse:
+    """The response to a client over a quota (kbroker/quotas): sent at once, then the connection
+    reads nothing from that client for ``throttle_ms`` (Kafka's muted channel, KIP-219)."""
+
+    response: object
+    throttle_ms: int

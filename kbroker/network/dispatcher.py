@@ -17,9 +17,9 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable, Mapping
 from types import ModuleType
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext
+from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext, ThrottledResponse
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import (
     API_VERSIONS_KEY,
@@ -31,6 +31,9 @@ from kbroker.protocol.codec import (
     request_schema,
 )
 from kbroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kbroker.quotas.client_quotas import ClientQuotas
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLogger(log)
@@ -55,7 +58,8 @@ class Dispatcher(Generic[S]):
     modules that declare ``FORWARD_TO_CONTROLLER``."""
 
     def __init__(self, services: S, handlers: Mapping[int, ModuleType], forward: ForwardToController | None = None,
-                 ready: asyncio.Event | None = None, on_peer_closed: Callable[[str], None] | None = None) -> None:
+                 ready: asyncio.Event | None = None, on_peer_closed: Callable[[str], None] | None = None,
+                 quotas: ClientQuotas | None = None) -> None:
         self.services = services
         self.handlers = handlers
         self.forward = forward
@@ -65,6 +69,8 @@ class Dispatcher(Generic[S]):
         # Told the peer address of each connection its peer closed (end of file or reset), for a
         # node that tracks who is connected (the controller's broker sessions).
         self.on_peer_closed = on_peer_closed
+        # A broker's client quotas: once any is configured, requests are answered through them.
+        self.quotas = quotas
 
     def peer_closed(self, peer: str) -> None:
         """The peer closed the connection whose requests carried ``RequestContext.connection == peer``."""
@@ -106,6 +112,8 @@ class Dispatcher(Generic[S]):
                 # feature that is off), as Kafka's KafkaApis checks before it forwards.
                 local = handler.answer_locally(context, request) if hasattr(handler, "answer_locally") else None
                 response = local if local is not None else await self._forward(handler, api_key, api_version, request)
+            elif self.quotas is not None and self.quotas.configured():
+                response = await self.quotas.handle(handler, context, request, len(frame))
             else:
                 response = await handler.handle(context, request)
         except Exception:
@@ -116,6 +124,10 @@ class Dispatcher(Generic[S]):
             )
             return None
         if response is NO_RESPONSE or isinstance(response, EncodedResponse):
+            return response
+        if isinstance(response, ThrottledResponse):  # encoded here; the connection mutes the client
+            if not isinstance(response.response, EncodedResponse):
+                response.response = encode_response(correlation_id, api_key, response.response)
             return response
         return encode_response(correlation_id, api_key, response)
 

@@ -39,6 +39,8 @@ from kbroker.network.dispatcher import Dispatcher
 from kbroker.network.socket_server import SocketServer
 from kbroker.node.meta_properties import init_log_dirs
 from kbroker.node.open_file_limit import segment_file_budget
+from kbroker.quotas.client_quotas import ClientQuotas, QuotaWindows
+from kbroker.quotas.quota_precedence import QuotaConfigs
 from kbroker.replication.forwarding_controller import ForwardingController
 from kbroker.replication.quorum.metadata_image import MetadataImage
 from kbroker.replication.quorum.producer_ids import ControllerProducerIdManager
@@ -114,18 +116,23 @@ class Broker:
         # Client requests wait until the controller has unfenced this broker (Kafka processes
         # none before its broker has caught up with the metadata log and is unfenced).
         self.ready = asyncio.Event()
+        self.client_quotas = ClientQuotas(self._client_quota_configs, QuotaWindows(
+            config.get_int("quota.window.num"), config.get_int("quota.window.size.seconds"),
+            config.get_int("controller.quota.window.num"), config.get_int("controller.quota.window.size.seconds"),
+        ), clock)
         self.services = BrokerServices(
             catalogue=self.controller, replicas=self.replica_manager, log_manager=self.log_manager, cluster=self,
             classic_groups=self.group_coordinator, consumer_groups=self.consumer_coordinator,
             group_offsets=self.offset_store, transaction_coordinator=self.transaction_coordinator,
             producer_ids=self.producer_ids, transaction_verifier=self.add_partitions_to_txn_manager,
             write_txn_marker=functools.partial(write_marker_replicated, self.replica_manager, self.offset_store),
-            settings=handler_settings(config), clock=clock,
+            settings=handler_settings(config), clock=clock, client_quotas=self.client_quotas,
             security=SecurityFeatures(authorizer=configured_authorizer(
                 config.get("authorizer.class.name") or "", config.get("super.users") or "",
                 config.get("allow.everyone.if.no.acl.found") or "false", self._metadata_image)),
         )
-        self.dispatcher = Dispatcher(self.services, HANDLERS, self.forward_to_controller, self.ready)
+        self.dispatcher = Dispatcher(self.services, HANDLERS, self.forward_to_controller, self.ready,
+                                     quotas=self.client_quotas)
         self.socket_settings = socket_server_settings(config)
         self.socket_servers: list[SocketServer] = []
         self.bound: list[tuple[str, str, int]] = []
@@ -144,6 +151,10 @@ class Broker:
     def _metadata_image(self) -> MetadataImage:
         """The replayed metadata (the authorizer's ACLs); empty until the broker has joined."""
         return self.lifecycle.image if self.lifecycle is not None else MetadataImage()
+
+    def _client_quota_configs(self) -> QuotaConfigs:
+        """The client quotas in the replayed metadata (none until the broker has joined)."""
+        return self.lifecycle.image.client_quotas if self.lifecycle is not None else {}
 
     def _lifecycle(self) -> BrokerLifecycleManager:
         assert self.lifecycle is not None, "the broker has not joined its controller yet"
