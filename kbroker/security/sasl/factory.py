@@ -6,6 +6,12 @@ mechanisms a SaslHandshake may pick; each needs its login module on the listener
 as Kafka refuses to start without one. KIP-368's ``connections.max.reauth.ms`` (also per
 listener and mechanism: ``listener.name.<listener>.<mechanism>.connections.max.reauth.ms``)
 bounds each session, and a token's expiry bounds it further.
+
+A listener's OAUTHBEARER validates Kafka's unsecured tokens unless
+``listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class`` names Kafka's
+OAuthBearerValidatorCallbackHandler: then signed JWTs, with the ``sasl.oauthbearer.*`` keys (each
+may be prefixed by ``listener.name.<listener>.oauthbearer.`` or ``listener.name.<listener>.``).
+Other callback handler classes are Java code kbroker cannot run: they stop start-up.
 """
 
 from __future__ import annotations
@@ -15,13 +21,20 @@ from collections.abc import Callable
 
 from kbroker.config.kafka_config import ConfigError, KafkaConfig
 from kbroker.security.sasl.jaas import JaasLoginModule, server_login_module
-from kbroker.security.sasl.mechanism import PLAIN, SUPPORTED_MECHANISMS, SaslClient, SaslServer
+from kbroker.security.sasl.jwt_validator import JwksSource, JwtSettings, JwtValidator
+from kbroker.security.sasl.mechanism import OAUTHBEARER, PLAIN, SUPPORTED_MECHANISMS, SaslClient, SaslServer
+from kbroker.security.sasl.oauthbearer import OAuthBearerClient, OAuthBearerServer, TokenValidator, UnsecuredValidator
 from kbroker.security.sasl.plain import PlainClient, PlainServer
 from kbroker.security.sasl.scram import HASHES, ScramClient, ScramServer
 from kbroker.security.scram_credentials import ScramCredentials
 
 ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
 MAX_REAUTH_MS = "connections.max.reauth.ms"
+CALLBACK_HANDLER = "sasl.server.callback.handler.class"
+JWT_CALLBACK_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",  # Kafka 3.x
+)
 
 
 def _listener_key(listener_name: str, key: str) -> str:
@@ -87,6 +100,20 @@ class SaslServerFactory:
 
     def _builder(self, config: KafkaConfig, mechanism: str, module: JaasLoginModule) -> Callable[[], SaslServer]:
         reauth = max_reauth_ms(config, self.listener_name, mechanism)
+        mechanism_key = f"{mechanism.lower()}.{CALLBACK_HANDLER}"
+        handler_key, handler = _first(config, _listener_key(self.listener_name, mechanism_key), mechanism_key)
+        if handler and not (mechanism == OAUTHBEARER and handler in JWT_CALLBACK_HANDLERS):
+            raise ConfigError(f"{handler_key}={handler} is not supported by kbroker: it runs Kafka's own callback "
+                              f"handlers only (for OAUTHBEARER: {JWT_CALLBACK_HANDLERS[0]})")
+        if mechanism == OAUTHBEARER:
+            validate: TokenValidator
+            if handler:
+                settings = _jwt_settings(config, self.listener_name)
+                validate = JwtValidator(settings, JwksSource(settings, self._clock_ms), self._clock_ms)
+            else:
+                validate = UnsecuredValidator(module.options, self._clock_ms)
+            clock_ms = self._clock_ms
+            return lambda: OAuthBearerServer(validate, lambda expiry: session_lifetime_ms(reauth, expiry, clock_ms()))
         if mechanism == PLAIN:
             return lambda: PlainServer.from_jaas(module, reauth)
         if mechanism in HASHES:
@@ -112,4 +139,31 @@ def client_for(config: KafkaConfig, listener_name: str, mechanism: str) -> SaslC
         return PlainClient.from_jaas(module)
     if mechanism in HASHES:
         return ScramClient.from_jaas(mechanism, module)
+    if mechanism == OAUTHBEARER:
+        return OAuthBearerClient.from_jaas(module)
     raise ConfigError(f"SASL mechanism {mechanism} is not supported by kbroker's inter-broker client")
+
+
+def _jwt_settings(config: KafkaConfig, listener_name: str) -> JwtSettings:
+    def value(key: str) -> str | None:
+        full = f"sasl.oauthbearer.{key}"
+        return _first(config, _listener_key(listener_name, f"oauthbearer.{full}"), _listener_key(listener_name, full),
+                      full)[1]
+
+    url = value("jwks.endpoint.url")
+    if not url:
+        raise ConfigError(f"OAUTHBEARER token validation on listener {listener_name} needs "
+                          "sasl.oauthbearer.jwks.endpoint.url (a file:// or https:// JWKS)")
+    try:
+        return JwtSettings(
+            jwks_url=url,
+            expected_audience=[a.strip() for a in (value("expected.audience") or "").split(",") if a.strip()],
+            expected_issuer=value("expected.issuer") or None,
+            sub_claim_name=value("sub.claim.name") or "sub",
+            scope_claim_name=value("scope.claim.name") or "scope",
+            clock_skew_seconds=int(value("clock.skew.seconds") or 30),
+            refresh_ms=int(value("jwks.endpoint.refresh.ms") or 3_600_000),
+            retry_backoff_ms=int(value("jwks.endpoint.retry.backoff.ms") or 100),
+        )
+    except ValueError as exc:
+        raise ConfigError(f"a sasl.oauthbearer.* number on listener {listener_name}: {exc}") from None
