@@ -9,6 +9,7 @@ unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; a disk error KAFKA_STORAG
 After any partition moved, the log start offsets are checkpointed before answering, so an
 acknowledged deletion survives a crash.
 Deviation: the request timeout is unused; with a single replica there is nobody to wait for.
+With an authorizer each topic needs DELETE (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, denied_names
 from kbroker.handlers.services import HasLogDirs, HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -30,19 +33,22 @@ MAX_VERSION = 2
 log = RateLimitedLogger(logging.getLogger(__name__))
 
 
-class Services(HasReplicas, HasLogDirs, Protocol): ...
+class Services(HasReplicas, HasLogDirs, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     replica_manager = ctx.services.replicas
     moved = False
+    denied = denied_names(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             low_watermark, error = -1, ErrorCode.none
             try:
+                if denied and topic.name in denied:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 partition = replica_manager.get_partition(topic.name, p.partition_index)
                 if not partition.log.config.delete:
                     raise KafkaError(

@@ -7,6 +7,8 @@ its lag behind the current log's end. A null topic list means every partition; o
 named partitions, and those this broker does not host are left out, as Kafka does.
 v4+ carry the file system's total and usable bytes; a directory that cannot be read is
 reported with KAFKA_STORAGE_ERROR. v5's is_cordoned is always false (no cordoning).
+With an authorizer the caller needs DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED
+and no directories), as Kafka.
 """
 
 from __future__ import annotations
@@ -14,22 +16,27 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.handlers.services import HasLogDirs
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation
 
 API_KEY = 35
 MIN_VERSION = 1
 MAX_VERSION = 5
 
 
-class Services(HasLogDirs, Protocol): ...
+class Services(HasLogDirs, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     log_manager = ctx.services.log_manager
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        return build(m.DescribeLogDirsResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed, results=())
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

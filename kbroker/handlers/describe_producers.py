@@ -3,16 +3,19 @@
 The active producers of each partition from its ProducerStateManager: producer id, epoch,
 last sequence, last timestamp, coordinator epoch and the first offset of its open
 transaction (-1 if none). An unknown partition gets UNKNOWN_TOPIC_OR_PARTITION.
+With an authorizer each topic needs READ (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from kbroker.handlers.security import TOPIC_DENIED, HasSecurity, denied_names
 from kbroker.handlers.services import HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
     from kio.schema.describe_producers.v0.request import DescribeProducersRequest
@@ -23,17 +26,20 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-class Services(HasReplicas, Protocol): ...
+class Services(HasReplicas, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: DescribeProducersRequest) -> DescribeProducersResponse:
     m = response_module(API_KEY, ctx.api_version)
     replica_manager = ctx.services.replicas
+    denied = denied_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
             try:
+                if denied and topic.name in denied:
+                    raise KafkaError(ErrorCode.topic_authorization_failed, TOPIC_DENIED)
                 partition = replica_manager.get_partition(topic.name, index)
                 partition.check_leader()
             except KafkaError as exc:

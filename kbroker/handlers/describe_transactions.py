@@ -5,6 +5,8 @@ State (Kafka's names: Empty, Ongoing, PrepareCommit, …, CompleteAbort), timeou
 answered only by the id's coordinator, as Kafka's getTransactionState: an id another broker
 coordinates gets NOT_COORDINATOR (the admin client looks its coordinator up and asks there),
 an unknown id TRANSACTIONAL_ID_NOT_FOUND, an empty one INVALID_REQUEST.
+With an authorizer each id needs DESCRIBE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and the
+topics answered are those the caller may DESCRIBE, as Kafka.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
     from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
@@ -26,7 +30,7 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-class Services(HasTransactions, Protocol): ...
+class Services(HasTransactions, HasSecurity, Protocol): ...
 
 
 def _time(ms: int) -> datetime.datetime:
@@ -45,6 +49,8 @@ async def handle(ctx: RequestContext[Services], request: DescribeTransactionsReq
             meta, error = None, exc.code
         if not transactional_id:
             error = ErrorCode.invalid_request
+        elif not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            meta, error = None, ErrorCode.transactional_id_authorization_failed
         if meta is None:
             states.append(build(
                 m.TransactionState, error_code=error,
@@ -53,7 +59,8 @@ async def handle(ctx: RequestContext[Services], request: DescribeTransactionsReq
                 transaction_start_time=_time(0), producer_id=0, producer_epoch=0, topics=()))
             continue
         by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(meta.partitions):
+        hidden = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _p in meta.partitions))
+        for topic, partition in sorted(tp for tp in meta.partitions if tp[0] not in hidden):
             by_topic.setdefault(topic, []).append(partition)
         states.append(build(
             m.TransactionState, error_code=ErrorCode.none, transactional_id=transactional_id,

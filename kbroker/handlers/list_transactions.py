@@ -4,6 +4,7 @@ Every transactional id the coordinator knows, filtered by state names (unknown n
 echoed in unknown_state_filters), producer ids, v1+ duration (transactions running at least
 that many ms) and v2+ a regular expression on the transactional id (Java regex syntax is
 taken as Python's, which agree for ordinary patterns; a full match, as Kafka's ``matches``).
+With an authorizer only the ids the caller may DESCRIBE are listed, as Kafka.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, denied_names
 from kbroker.handlers.services import HasClock, HasTransactions
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.transactions.transaction_log import TransactionState
 
 API_KEY = 66
@@ -24,7 +27,7 @@ MAX_VERSION = 2
 _NAMES = {state.display for state in TransactionState}
 
 
-class Services(HasTransactions, HasClock, Protocol): ...
+class Services(HasTransactions, HasClock, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -56,5 +59,9 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                             producer_id=meta.producer_id, transaction_state=meta.state.display))
     if error:
         states = []
+    hidden = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                          (s.transactional_id for s in states))
+    if hidden:
+        states = [s for s in states if s.transactional_id not in hidden]
     return build(m.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=error,
                  unknown_state_filters=unknown, transaction_states=tuple(states))

@@ -11,34 +11,48 @@ current_leader_epoch (v3+ clients set it) is checked as Fetch checks it
 UNKNOWN_TOPIC_OR_PARTITION with -1 / -1.
 Only the leader answers, followers (replica_id >= 0, v3+) and consumers alike; a follower
 replica answers NOT_LEADER_OR_FOLLOWER.
+With an authorizer a follower needs CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED), a client
+DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, cluster_allowed, denied_names
 from kbroker.handlers.services import HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 23
 MIN_VERSION = 2
 MAX_VERSION = 4
 
 
-class Services(HasReplicas, Protocol): ...
+class Services(HasReplicas, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     replica_manager = ctx.services.replicas
+    if getattr(request, "replica_id", -1) >= 0:  # a follower: CLUSTER_ACTION covers every partition
+        everything_denied = not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION)
+        denied: frozenset[str] = frozenset()
+    else:
+        everything_denied = False
+        denied = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             epoch, end_offset = -1, -1
             try:
+                if everything_denied:
+                    raise KafkaError(ErrorCode.cluster_authorization_failed)
+                if denied and topic.topic in denied:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 partition = replica_manager.get_partition(topic.topic, p.partition)
                 error = partition.leader_epoch_error(p.current_leader_epoch)
                 if error == ErrorCode.none and not partition.is_leader:
