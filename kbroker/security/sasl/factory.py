@@ -3,9 +3,7 @@ module, and the broker's own client for the inter-broker listener.
 
 ``sasl.enabled.mechanisms`` (or ``listener.name.<listener>.sasl.enabled.mechanisms``) names the
 mechanisms a SaslHandshake may pick; each needs its login module on the listener (see jaas.py),
-as Kafka refuses to start without one. KIP-368's ``connections.max.reauth.ms`` (also per
-listener and mechanism: ``listener.name.<listener>.<mechanism>.connections.max.reauth.ms``)
-bounds each session, and a token's expiry bounds it further.
+as Kafka refuses to start without one.
 
 A listener's OAUTHBEARER validates Kafka's unsecured tokens unless
 ``listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class`` names Kafka's
@@ -29,7 +27,6 @@ from kbroker.security.sasl.scram import HASHES, ScramClient, ScramServer
 from kbroker.security.scram_credentials import ScramCredentials
 
 ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
-MAX_REAUTH_MS = "connections.max.reauth.ms"
 CALLBACK_HANDLER = "sasl.server.callback.handler.class"
 JWT_CALLBACK_HANDLERS = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
@@ -52,24 +49,6 @@ def _first(config: KafkaConfig, *keys: str) -> tuple[str, str | None]:
 def enabled_mechanisms(config: KafkaConfig, listener_name: str) -> list[str]:
     _key, raw = _first(config, _listener_key(listener_name, ENABLED_MECHANISMS), ENABLED_MECHANISMS)
     return [m.strip() for m in (raw or "").split(",") if m.strip()]
-
-
-def max_reauth_ms(config: KafkaConfig, listener_name: str, mechanism: str) -> int:
-    key, raw = _first(config, _listener_key(listener_name, f"{mechanism.lower()}.{MAX_REAUTH_MS}"),
-                      _listener_key(listener_name, MAX_REAUTH_MS), MAX_REAUTH_MS)
-    try:
-        return max(0, int(raw or 0))
-    except ValueError:
-        raise ConfigError(f"Invalid value {raw} for configuration {key}: Not a number of type LONG") from None
-
-
-def session_lifetime_ms(max_reauth: int, credential_expiry_ms: int | None, now_ms: int) -> int | None:
-    """KIP-368: how long the session may last from now — ``connections.max.reauth.ms`` (0: no
-    bound), capped by the credential's own expiry; None when neither bounds it."""
-    if credential_expiry_ms is None:
-        return max_reauth or None
-    left = max(0, credential_expiry_ms - now_ms)
-    return min(left, max_reauth) if max_reauth else left
 
 
 def wall_clock_ms() -> int:
@@ -99,7 +78,6 @@ class SaslServerFactory:
             self._builders[mechanism] = self._builder(config, mechanism, module)
 
     def _builder(self, config: KafkaConfig, mechanism: str, module: JaasLoginModule) -> Callable[[], SaslServer]:
-        reauth = max_reauth_ms(config, self.listener_name, mechanism)
         mechanism_key = f"{mechanism.lower()}.{CALLBACK_HANDLER}"
         handler_key, handler = _first(config, _listener_key(self.listener_name, mechanism_key), mechanism_key)
         if handler and not (mechanism == OAUTHBEARER and handler in JWT_CALLBACK_HANDLERS):
@@ -112,14 +90,13 @@ class SaslServerFactory:
                 validate = JwtValidator(settings, JwksSource(settings, self._clock_ms), self._clock_ms)
             else:
                 validate = UnsecuredValidator(module.options, self._clock_ms)
-            clock_ms = self._clock_ms
-            return lambda: OAuthBearerServer(validate, lambda expiry: session_lifetime_ms(reauth, expiry, clock_ms()))
+            return lambda: OAuthBearerServer(validate)
         if mechanism == PLAIN:
-            return lambda: PlainServer.from_jaas(module, reauth)
+            return lambda: PlainServer.from_jaas(module)
         if mechanism in HASHES:
             scram = self._scram
             lookup = scram.lookup if scram is not None else _no_credentials
-            return lambda: ScramServer(mechanism, lookup, reauth)
+            return lambda: ScramServer(mechanism, lookup)
         raise ConfigError(f"SASL mechanism {mechanism} is not supported by kbroker yet")
 
     def create(self, mechanism: str) -> SaslServer:

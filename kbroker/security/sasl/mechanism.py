@@ -55,8 +55,9 @@ class SaslServer(Protocol):
 
     @property
     def session_lifetime_ms(self) -> int | None:
-        """When the credential itself expires (a token's ``exp``, epoch ms), else None; KIP-368
-        caps the session at it as well as at ``connections.max.reauth.ms``."""
+        """When the credential itself expires, epoch ms (an OAUTHBEARER token's ``exp``), else
+        None (PLAIN, SCRAM). The connection's KIP-368 session ends at the earlier of this and
+        ``connections.max.reauth.ms`` after authentication; only once complete."""
         ...
 
 

@@ -10,7 +10,7 @@ A token that does not validate is answered with an error challenge, Kafka's JSON
 ``{"status":"invalid_token"}`` (``insufficient_scope`` with the required ``scope`` when a
 scope is missing); the client acknowledges it with a lone ``\\x01`` and the exchange fails with
 that JSON as the message. Extensions are accepted and ignored, as Kafka's validators accept them.
-The session may last until the token's ``exp`` (KIP-368, see factory.session_lifetime_ms).
+The session may last until the token's ``exp`` (KIP-368: ``session_lifetime_ms``).
 
 Unsecured tokens (``OAuthBearerUnsecuredValidatorCallbackHandler``, used when the listener names
 no server callback handler): a JWS with ``"alg":"none"`` and an empty signature, claims
@@ -162,9 +162,8 @@ class OAuthBearerServer:
 
     mechanism = OAUTHBEARER
 
-    def __init__(self, validate: TokenValidator, session_lifetime: Callable[[int | None], int | None]) -> None:
+    def __init__(self, validate: TokenValidator) -> None:
         self._validate = validate
-        self._session_lifetime = session_lifetime
         self._error: str | None = None
         self._token: OAuthBearerToken | None = None
 
@@ -208,7 +207,7 @@ class OAuthBearerServer:
 
     @property
     def session_lifetime_ms(self) -> int | None:
-        return self._session_lifetime(self._token.lifetime_ms if self._token is not None else None)
+        return self._token.lifetime_ms if self._token is not None else None
 
 
 def unsecured_token(options: Mapping[str, str], now_ms: int) -> str:

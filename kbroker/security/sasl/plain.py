@@ -20,15 +20,14 @@ class PlainServer:
 
     mechanism = PLAIN
 
-    def __init__(self, users: Mapping[str, str], max_reauth_ms: int = 0) -> None:
+    def __init__(self, users: Mapping[str, str]) -> None:
         self._users = users
-        self._max_reauth_ms = max_reauth_ms
         self._authorization_id: str | None = None
 
     @classmethod
-    def from_jaas(cls, module: JaasLoginModule, max_reauth_ms: int = 0) -> PlainServer:
+    def from_jaas(cls, module: JaasLoginModule) -> PlainServer:
         users = {k[len(USER_PREFIX):]: v for k, v in module.options.items() if k.startswith(USER_PREFIX)}
-        return cls(users, max_reauth_ms)
+        return cls(users)
 
     def evaluate_response(self, response: bytes) -> bytes:
         if self._authorization_id is not None:
@@ -65,7 +64,7 @@ class PlainServer:
 
     @property
     def session_lifetime_ms(self) -> int | None:
-        return self._max_reauth_ms or None
+        return None  # a password does not expire
 
 
 class PlainClient:

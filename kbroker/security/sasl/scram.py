@@ -90,12 +90,10 @@ def _extensions(text: str) -> dict[str, str]:
 class ScramServer:
     """One SCRAM exchange on the server: client-first, then client-final, then complete."""
 
-    def __init__(self, mechanism: str, lookup: CredentialLookup, max_reauth_ms: int = 0,
-                 nonce: Callable[[], str] = _nonce) -> None:
+    def __init__(self, mechanism: str, lookup: CredentialLookup, nonce: Callable[[], str] = _nonce) -> None:
         self.mechanism = mechanism
         self._hash = HASHES[mechanism]
         self._lookup = lookup
-        self._max_reauth_ms = max_reauth_ms
         self._new_nonce = nonce
         self._state = "first"
         self._user = ""
@@ -182,7 +180,7 @@ class ScramServer:
 
     @property
     def session_lifetime_ms(self) -> int | None:
-        return self._max_reauth_ms or None
+        return None  # a stored credential does not expire (kbroker has no delegation tokens)
 
 
 class ScramClient:

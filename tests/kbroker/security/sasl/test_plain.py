@@ -60,14 +60,6 @@ def test_the_inter_broker_client_logs_in_with_the_listeners_username(factory: Sa
     assert client.is_complete and server.authorization_id == "admin"
 
 
-def test_reauthentication_bounds_the_session() -> None:
-    config = KafkaConfig.load(None, ["sasl.enabled.mechanisms=PLAIN", "connections.max.reauth.ms=60000",
-                                     f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}"])
-    server = SaslServerFactory(config, "SASL_PLAINTEXT").create("PLAIN")
-    server.evaluate_response(b"\0alice\0alice-secret")
-    assert server.session_lifetime_ms == 60000
-
-
 def test_gssapi_and_a_mechanism_without_jaas_stop_start_up() -> None:
     with pytest.raises(ConfigError, match="GSSAPI"):
         SaslServerFactory(KafkaConfig.load(None, []), "SASL_PLAINTEXT")  # Kafka's default mechanism
