@@ -13,6 +13,8 @@ swapped in, in the same step, as the partition's log. Appends and acknowledgemen
 the current log until then. A future log that cannot be written (ENOSPC, EIO) ends the move:
 the future log is removed, the failure is logged and counted against its log dir, and the
 replica stays where it was (DescribeLogDirs shows no future replica any more).
+With an authorizer the caller needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED for
+every partition), as Kafka.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import base64
 import logging
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.handlers.services import HasCatalogue, HasClock, HasLogDirs, HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation
 from kbroker.storage.log_dir_move import copy_step
 from kbroker.storage.log_manager import FUTURE_SUFFIX, LogManager
 
@@ -42,16 +46,18 @@ IDLE_WAIT_S = 0.05  # when a step found nothing to copy (the current log is bein
 _moves: set[asyncio.Task[None]] = set()  # running moves (the loop keeps only weak references)
 
 
-class Services(HasLogDirs, HasReplicas, HasCatalogue, HasClock, Protocol): ...
+class Services(HasLogDirs, HasReplicas, HasCatalogue, HasClock, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     results: dict[str, list[tuple[int, ErrorCode]]] = {}
+    authorized = cluster_allowed(ctx, AclOperation.ALTER)
     for target in request.dirs:
         for topic in target.topics:
             for index in topic.partitions:
-                error = alter_one(ctx.services, target.path, topic.name, index)
+                error = alter_one(ctx.services, target.path, topic.name, index) if authorized else (
+                    ErrorCode.cluster_authorization_failed)
                 results.setdefault(topic.name, []).append((index, error))
     return build(
         m.AlterReplicaLogDirsResponse, throttle_time=NO_THROTTLE,

@@ -9,6 +9,8 @@ GROUP_ID_NOT_FOUND "Group X is not a consumer group." (the admin client then fal
 DescribeGroups, as with Kafka). Authorized operations (when asked): READ, DELETE, DESCRIBE,
 as there is no authorizer. While ``group.version`` is finalized below 1 the KIP-848 protocol is
 off, as in Kafka: every group is UNSUPPORTED_VERSION.
+With an authorizer each group needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED); authorized
+operations come from its ACLs.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from kbroker.groups.assignors import Assignment
+from kbroker.handlers.security import HasSecurity, allowed, authorized_operations
 from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasCluster, HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -29,7 +33,7 @@ _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
 _CLASSIC_MEMBER_TYPE, _CONSUMER_MEMBER_TYPE = 0, 1  # KIP-1099
 
 
-class Services(HasCatalogue, HasClassicGroups, HasConsumerGroups, HasCluster, Protocol): ...
+class Services(HasCatalogue, HasClassicGroups, HasConsumerGroups, HasCluster, HasSecurity, Protocol): ...
 
 
 def _assignment(m: object, assignment: Assignment, names: dict[object, str]) -> object:
@@ -41,14 +45,16 @@ def _assignment(m: object, assignment: Assignment, names: dict[object, str]) -> 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     services = ctx.services
-    operations = _GROUP_OPERATIONS if request.include_authorized_operations else _OMITTED
     names = {info.topic_id: name for name, info in services.catalogue.topics.items()}
     described = []
     _epoch, features = services.cluster.finalized_features()
     switched_off = features.get("group.version", 0) < 1  # KIP-848 is switched on by group.version 1
     for group_id in request.group_ids:
-        not_here = (ErrorCode.unsupported_version if switched_off
-                    else services.classic_groups.coordinator_error(group_id))
+        denied = not switched_off and not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id)
+        operations = authorized_operations(ctx, ResourceType.GROUP, group_id, _GROUP_OPERATIONS) if (
+            request.include_authorized_operations and not denied) else _OMITTED
+        not_here = (ErrorCode.unsupported_version if switched_off else ErrorCode.group_authorization_failed
+                    if denied else services.classic_groups.coordinator_error(group_id))
         if not_here:
             described.append(build(m.DescribedGroup, error_code=not_here, error_message=None, group_id=group_id,
                                    group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(),

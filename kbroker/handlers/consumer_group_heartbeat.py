@@ -27,6 +27,8 @@ with a non-zero epoch gets UNKNOWN_MEMBER_ID (the client rejoins).
 While ``group.version`` is finalized below 1 (``kafka-features disable --feature group.version``)
 the protocol is off, as in Kafka: every heartbeat is UNSUPPORTED_VERSION and clients use the
 classic protocol.
+With an authorizer, as Kafka: READ on the group (else GROUP_AUTHORIZATION_FAILED) and DESCRIBE on
+every subscribed topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -36,17 +38,19 @@ from typing import Protocol
 
 from kbroker.groups.assignors import Assignment
 from kbroker.groups.consumer_heartbeat import HeartbeatRequest
+from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasCluster, HasConsumerGroups
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-class Services(HasConsumerGroups, HasCluster, Protocol): ...
+class Services(HasConsumerGroups, HasCluster, HasSecurity, Protocol): ...
 
 
 def _millis(value: object) -> int:
@@ -73,6 +77,15 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                      error_code=ErrorCode.unsupported_version, error_message=None, member_id=None, member_epoch=0,
                      heartbeat_interval=datetime.timedelta(0), assignment=None)
     names = request.subscribed_topic_names
+    refused = ErrorCode.none
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        refused = ErrorCode.group_authorization_failed
+    elif names and denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names):
+        refused = ErrorCode.topic_authorization_failed
+    if refused:
+        return build(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused,
+                     error_message=None, member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0),
+                     assignment=None)
     req = HeartbeatRequest(
         group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
         instance_id=request.instance_id, rack_id=request.rack_id,

@@ -5,17 +5,26 @@ the request unchanged to the active controller (``FORWARD_TO_CONTROLLER``) and r
 answer: leader, epoch, high watermark, voters and observers with their log end offsets and
 fetch times (kbroker/controller_handlers/describe_quorum.py). A controller that does not
 answer: REQUEST_TIMED_OUT.
+With an authorizer the caller needs DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kbroker.handlers.security import HasSecurity, cluster_refusal
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation
 
 API_KEY = 55
 MIN_VERSION = 0
 MAX_VERSION = 2
 FORWARD_TO_CONTROLLER = True
+
+
+def answer_locally(ctx: RequestContext[HasSecurity], request: object) -> object | None:
+    """Kafka's check before it forwards: DESCRIBE on the cluster."""
+    return cluster_refusal(ctx, AclOperation.DESCRIBE, error_response)
 
 
 def error_response(api_version: int, error: ErrorCode) -> object:

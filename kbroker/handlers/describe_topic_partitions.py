@@ -9,19 +9,23 @@ Paging: at most response_partition_limit partitions (capped at 2000, Kafka's
 partition to continue from, and is null once everything fitted. A request cursor skips the
 topics before it and the partitions before its index. When a page ends exactly at a topic
 boundary the cursor names the next topic's partition 0, as Kafka does.
+With an authorizer a named topic needs DESCRIBE (else TOPIC_AUTHORIZATION_FAILED), all topics
+lists those the caller may DESCRIBE, and authorized operations come from the ACLs.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from kbroker.handlers.security import HasSecurity, authorized_operations, denied_names
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replication.quorum.partition_registration import NO_LEADER
+from kbroker.security.acl import AclOperation, ResourceType
 
-from .metadata import TOPIC_OPERATIONS
+from .metadata import AUTHORIZED_OPERATIONS_OMITTED, TOPIC_OPERATIONS
 
 if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
     from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
@@ -34,7 +38,7 @@ MAX_VERSION = 0
 MAX_PARTITION_LIMIT = 2000
 
 
-class Services(HasCatalogue, HasCluster, Protocol): ...
+class Services(HasCatalogue, HasCluster, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services],
@@ -42,6 +46,9 @@ async def handle(ctx: RequestContext[Services],
     m = response_module(API_KEY, ctx.api_version)
     catalogue = ctx.services.catalogue
     names = sorted({t.name for t in request.topics} if request.topics else catalogue.topics)
+    hidden = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    if hidden and not request.topics:  # all topics: those the caller may DESCRIBE
+        names = [n for n in names if n not in hidden]
     cursor = request.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -53,12 +60,19 @@ async def handle(ctx: RequestContext[Services],
             next_cursor = build(m.Cursor, topic_name=name, partition_index=0)
             break
         info = catalogue.topics.get(name)
+        if name in hidden:
+            topics.append(build(
+                m.DescribeTopicPartitionsResponseTopic, error_code=ErrorCode.topic_authorization_failed,
+                name=name, topic_id=ZERO_UUID, is_internal=False, partitions=(),
+                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            ))
+            continue
         if info is None:
             topics.append(build(
                 m.DescribeTopicPartitionsResponseTopic,
                 error_code=ErrorCode.unknown_topic_or_partition,
                 name=name, topic_id=ZERO_UUID, is_internal=False, partitions=(),
-                topic_authorized_operations=TOPIC_OPERATIONS,
+                topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name, TOPIC_OPERATIONS),
             ))
             continue
         first = 0
@@ -72,7 +86,7 @@ async def handle(ctx: RequestContext[Services],
             error_code=ErrorCode.none,
             name=name, topic_id=info.topic_id, is_internal=False,
             partitions=tuple(p for p in partitions if p is not None),
-            topic_authorized_operations=TOPIC_OPERATIONS,
+            topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name, TOPIC_OPERATIONS),
         ))
         if end < info.partitions:
             next_cursor = build(m.Cursor, topic_name=name, partition_index=end)

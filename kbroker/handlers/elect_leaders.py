@@ -4,17 +4,26 @@ Forwarded to the active controller unchanged, its answer returned (``FORWARD_TO_
 the Dispatcher's one rule, as Kafka's ``maybeForwardToController``); the rules are in
 kbroker/controller_handlers/elect_leaders.py. A controller that does not answer:
 REQUEST_TIMED_OUT.
+With an authorizer the caller needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kbroker.handlers.security import HasSecurity, cluster_refusal
+from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation
 
 API_KEY = 43
 MIN_VERSION = 0
 MAX_VERSION = 2
 FORWARD_TO_CONTROLLER = True
+
+
+def answer_locally(ctx: RequestContext[HasSecurity], request: object) -> object | None:
+    """Kafka's check before it forwards: ALTER on the cluster."""
+    return cluster_refusal(ctx, AclOperation.ALTER, error_response)
 
 
 def error_response(api_version: int, error: ErrorCode) -> object:

@@ -12,7 +12,7 @@ is a single attribute test.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -120,3 +120,12 @@ def config_resource_denied(ctx: RequestContext[HasSecurity], operation: int, con
         if not cluster_allowed(ctx, operation):
             return KafkaError(ErrorCode.cluster_authorization_failed, CLUSTER_DENIED)
     return None
+
+
+def cluster_refusal(ctx: RequestContext[HasSecurity], operation: int,
+                    error_response: Callable[[int, ErrorCode], object]) -> object | None:
+    """A forwarded admin API's ``answer_locally``: its CLUSTER_AUTHORIZATION_FAILED answer when
+    the caller may not perform ``operation`` on the cluster, else None (forward it)."""
+    if cluster_allowed(ctx, operation):
+        return None
+    return error_response(ctx.api_version, ErrorCode.cluster_authorization_failed)
