@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compat.clients.base import (
     ADMIN_FEATURES,
@@ -32,7 +32,10 @@ from compat.clients.base import (
     fetch_config,
     record,
 )
-from compat.clients.errors import code_name, exception_name
+from compat.clients.errors import LoggedFailures, code_name, exception_name
+
+if TYPE_CHECKING:
+    from compat.security.client_security import ClientSecurity
 
 TIMEOUT_S = 15.0
 
@@ -128,6 +131,8 @@ class AiokafkaClient(Client):
         | PRODUCE_FEATURES | CONSUME_FEATURES | {"group"}
     )
 
+    SECURITY = frozenset({"SSL", "mTLS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"})
+
     def __init__(self, bootstrap: str, workdir: Path) -> None:
         super().__init__(bootstrap, workdir)
         self.loop = asyncio.new_event_loop()
@@ -156,6 +161,51 @@ class AiokafkaClient(Client):
         self.reconnect()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+
+    def security_config(self, security: ClientSecurity) -> dict[str, Any]:
+        """aiokafka's keyword arguments: an ``ssl_context`` (aiokafka takes no file names),
+        ``sasl_plain_username``/``_password`` (SCRAM too), and for OAUTHBEARER a token provider
+        handing out an unsecured token."""
+        from aiokafka.abc import AbstractTokenProvider
+        from aiokafka.helpers import create_ssl_context
+
+        config: dict[str, Any] = {"security_protocol": security.protocol}
+        if security.tls:
+            pair = security.certificate
+            config["ssl_context"] = create_ssl_context(
+                cafile=None if security.ca is None else str(security.ca),
+                certfile=None if pair is None else str(pair.certificate),
+                keyfile=None if pair is None else str(pair.key),
+            )  # fmt: skip
+        if security.mechanism == "OAUTHBEARER":
+
+            class UnsecuredToken(AbstractTokenProvider):  # type: ignore[misc]
+                async def token(self) -> str:
+                    return security.unsecured_token()
+
+            config |= {"sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": UnsecuredToken()}
+        elif security.mechanism is not None:
+            config |= {"sasl_mechanism": security.mechanism, "sasl_plain_username": security.username,
+                       "sasl_plain_password": security.password}  # fmt: skip
+        return config
+
+    def connect(self, extra: dict[str, Any]) -> Json:
+        """An AIOKafkaConsumer starts (bootstraps): None when it does, else the exception and
+        what aiokafka logged as the cause (it raises only "Unable to bootstrap")."""
+        from aiokafka import AIOKafkaConsumer
+
+        async def go() -> Json:
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, request_timeout_ms=10000, **extra)
+            with LoggedFailures("aiokafka") as logged:
+                try:
+                    await consumer.start()
+                except Exception as exc:
+                    return {"error": exception_name(exc), "message": str(exc), "logged": logged.messages}
+                finally:
+                    await _stop(consumer)
+            return None
+
+        return self.run(go())
 
     def _admin_call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         async def call() -> Any:

@@ -30,7 +30,10 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from compat.security.client_security import ClientSecurity
 
 Json = Any  # a plain JSON-able value
 Start = str | int | dict[str, int]  # "earliest" | "latest" | offset | {"timestamp": ms}
@@ -128,7 +131,7 @@ class FetchSettings:
     max_bytes: int | None = None
     partition_max_bytes: int | None = None
     isolation: str | None = None  # read_committed | read_uncommitted
-    extra: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # the client's own keys (security: objects too)
 
 
 # How long an empty fetch waits unless a scenario says otherwise. Clients default to 500 ms,
@@ -194,6 +197,9 @@ class Client:
 
     name = "client"
     FEATURES: frozenset[str] = frozenset()
+    # Ways in a secured listener this client can take: "SSL", "mTLS" (SSL with a client
+    # certificate) and the SASL mechanisms (see ``security_config``).
+    SECURITY: frozenset[str] = frozenset()
 
     def __init__(self, bootstrap: str, workdir: Path) -> None:
         self.bootstrap = bootstrap
@@ -204,6 +210,19 @@ class Client:
 
     def reconnect(self) -> None:
         """Forget long-lived connections (after the target restarted); they reopen on next use."""
+
+    # --- security ----------------------------------------------------------------------------
+    def security_config(self, security: ClientSecurity) -> dict[str, Any]:
+        """This client's settings for ``security`` (TLS, SASL), passed as ``produce``'s ``extra``
+        and ``FetchSettings.extra`` (and to ``connect``); values may be objects (an
+        ``ssl.SSLContext``) where the library takes one."""
+        raise Unsupported("security")
+
+    def connect(self, extra: dict[str, Any]) -> Json:
+        """Connect with ``extra`` (``security_config``'s settings) and ask for metadata once:
+        None when that worked, else what the client reports (its error's name and message, or
+        a tool's exit status and output)."""
+        raise Unsupported("security")
 
     # --- admin -------------------------------------------------------------------------------
     def create_topic(

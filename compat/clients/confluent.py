@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compat.clients.base import (
     ADMIN_FEATURES,
@@ -26,7 +26,14 @@ from compat.clients.base import (
 )
 from compat.clients.errors import code_name
 
+if TYPE_CHECKING:
+    from compat.security.client_security import ClientSecurity
+
 TIMEOUT_S = 15.0
+# How long ``connect`` waits for librdkafka to report a failed connection (it retries
+# authentication failures with backoff and reports each through error_cb).
+CONNECT_TIMEOUT_S = 10.0
+LIBRDKAFKA_SECURITY = frozenset({"SSL", "mTLS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"})
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
            6: "GROUP_CONFIG"}  # fmt: skip
@@ -53,6 +60,24 @@ FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
     "partition_max_bytes": "max.partition.fetch.bytes",
     "isolation": "isolation.level",
 }
+
+
+def librdkafka_security(security: ClientSecurity) -> dict[str, str]:
+    """librdkafka's keys for ``security`` (confluent-kafka and kcat): OAUTHBEARER with its
+    unsecured-JWT token (``sasl.oauthbearer.config=principal=...``), Kafka's development default."""
+    config = {"security.protocol": security.protocol}
+    if security.ca is not None:
+        config["ssl.ca.location"] = str(security.ca)
+    if security.certificate is not None:
+        config["ssl.certificate.location"] = str(security.certificate.certificate)
+        config["ssl.key.location"] = str(security.certificate.key)
+    if security.mechanism == "OAUTHBEARER":
+        config |= {"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                   "sasl.oauthbearer.config": f"principal={security.username}"}  # fmt: skip
+    elif security.mechanism is not None:
+        config |= {"sasl.mechanism": security.mechanism, "sasl.username": str(security.username),
+                   "sasl.password": str(security.password)}  # fmt: skip
+    return config
 
 
 def _enum(value: Any) -> Any:
@@ -155,6 +180,8 @@ class ConfluentClient(Client):
                                                                  "group.list_state", "group.assign"}
     )
 
+    SECURITY = LIBRDKAFKA_SECURITY
+
     def __init__(self, bootstrap: str, workdir: Path) -> None:
         super().__init__(bootstrap, workdir)
         self._admin: Any = None
@@ -172,6 +199,29 @@ class ConfluentClient(Client):
 
     def _wait(self, future: Any) -> Any:
         return future.result(timeout=TIMEOUT_S)
+
+    def security_config(self, security: ClientSecurity) -> dict[str, Any]:
+        return dict(librdkafka_security(security))
+
+    def connect(self, extra: dict[str, Any]) -> Json:
+        """An AdminClient with ``extra``: the first error librdkafka reports through error_cb
+        (a failed handshake or authentication is reported there, not raised), or None once
+        a metadata request is answered."""
+        from confluent_kafka.admin import AdminClient
+
+        reported: list[Any] = []
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "client.id": "compat-confluent",
+                             "error_cb": reported.append, **extra})  # fmt: skip
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while not reported and time.monotonic() < deadline:
+            try:
+                admin.list_topics(timeout=0.5)
+                return None
+            except Exception:  # no answer yet: error_cb says why, if anything went wrong
+                admin.poll(0.1)
+        if not reported:
+            return err("no answer and no error reported")
+        return {"error": kafka_error_name(reported[0]), "message": reported[0].str()}
 
     def _one(self, futures: dict[Any, Any]) -> Json:
         try:

@@ -7,6 +7,8 @@ protocol code (a local timeout, a client-side check) keeps the client's own name
 
 from __future__ import annotations
 
+import logging
+
 from kio.schema.errors import ErrorCode
 
 
@@ -24,3 +26,24 @@ def exception_name(exc: BaseException) -> str:
     if isinstance(errno, int) and errno > 0 and type(exc).__module__.split(".")[0] in ("kafka", "aiokafka"):
         return code_name(errno)
     return type(exc).__name__
+
+
+class LoggedFailures(logging.Handler):
+    """Collects what a Python client logs at WARNING and above while installed on ``logger``
+    (kafka-python and aiokafka log the cause of a failed connection, an authentication or TLS
+    error, and raise only a generic bootstrap error): ``with LoggedFailures("kafka") as logged:``."""
+
+    def __init__(self, logger: str) -> None:
+        super().__init__(logging.WARNING)
+        self.logger = logging.getLogger(logger)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> LoggedFailures:
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)

@@ -7,7 +7,7 @@ bytes travel base64-encoded and come back in the same record shape as the Python
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compat.clients.base import (
     ADMIN_FEATURES,
@@ -27,6 +27,24 @@ from compat.clients.base import (
 from compat.clients.driver_client import HANDLES, DriverClient, DriverMember, wire
 from compat.clients.java_driver import JavaDriver
 
+if TYPE_CHECKING:
+    from compat.security.client_security import ClientSecurity
+
+JAVA_SECURITY = frozenset({"SSL", "mTLS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"})
+
+def java_security(security: ClientSecurity) -> dict[str, str]:
+    """kafka-clients' keys for ``security`` (the Java client and Kafka's CLI tools): PEM
+    truststore and keystore files (KIP-651) and a ``sasl.jaas.config`` line."""
+    config = {"security.protocol": security.protocol}
+    if security.ca is not None:
+        config |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(security.ca)}
+    if security.certificate is not None:
+        config |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(security.certificate.keystore)}
+    if security.mechanism is not None:
+        config |= {"sasl.mechanism": security.mechanism, "sasl.jaas.config": security.client_jaas()}
+    return config
+
+
 FETCH_NAMES = {  # FetchSettings field -> this client's consumer config key
     "min_bytes": "fetch.min.bytes",
     "max_wait_ms": "fetch.max.wait.ms",
@@ -44,8 +62,16 @@ class JavaClient(DriverClient):
                               "group.assign"}
     )
 
+    SECURITY = JAVA_SECURITY
+
     def make_driver(self, workdir: Path) -> JavaDriver:
         return JavaDriver(workdir)
+
+    def security_config(self, security: ClientSecurity) -> dict[str, Any]:
+        return dict(java_security(security))
+
+    def connect(self, extra: dict[str, Any]) -> Json:
+        return self._call("connect", props=extra, timeout=60)
 
     def describe_cluster(self) -> Json:
         c = self._call("describe_cluster")

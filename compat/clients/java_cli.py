@@ -13,10 +13,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compat.clients.base import Client, FetchSettings, Json, OffsetSpec, Rec, Start, Unsupported, fetch_config
+from compat.clients.java import JAVA_SECURITY, java_security
 from compat.clients.java_driver import JavaDriver
+
+if TYPE_CHECKING:
+    from compat.security.client_security import ClientSecurity
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 CONFIGS = "kafka.admin.ConfigCommand"
@@ -58,10 +62,13 @@ class JavaCliClient(Client):
         "produce", "produce.headers", "produce.null", "produce.acks0", "consume", "consume.fetch", "group.cli",
     })  # fmt: skip
 
+    SECURITY = JAVA_SECURITY
+
     def __init__(self, bootstrap: str, workdir: Path) -> None:
         super().__init__(bootstrap, workdir)
         self.driver = JavaDriver(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.command_config: Path | None = None  # --command-config for every tool (security_config)
 
     def close(self) -> None:
         self.driver.close()
@@ -72,8 +79,26 @@ class JavaCliClient(Client):
     def run(self, main: str, *args: str, stdin: str = "", command: tuple[str, ...] = ()) -> dict[str, Json]:
         """Run ``main command... --bootstrap-server B args...``; exit status and output lines."""
         argv = [*command, "--bootstrap-server", self.bootstrap, *args]
+        if self.command_config is not None:
+            argv += ["--command-config", str(self.command_config)]
         r = self.driver.call("cli", main=main, args=argv, stdin=stdin)
         return {"exit": r["exit"], "stdout": r["stdout"].splitlines(), "stderr": r["stderr"].splitlines()}
+
+    def security_config(self, security: ClientSecurity) -> dict[str, Any]:
+        """Writes the settings to a properties file every tool of this adapter then gets as
+        ``--command-config``, as a user of the scripts would; nothing is left to pass per call."""
+        self.command_config = self.workdir / "client-security.properties"
+        self.command_config.write_text("".join(f"{k}={v}\n" for k, v in java_security(security).items()))
+        return {}
+
+    def connect(self, extra: dict[str, Any]) -> Json:
+        """``kafka-topics --list`` (with the ``--command-config`` file): None when it lists,
+        else its exit status and output (stack frames dropped)."""
+        out = self.run(TOPICS, "--list")
+        if out["exit"] == 0:
+            return None
+        out["stderr"] = [line for line in out["stderr"] if not line.startswith("\tat ")]
+        return out
 
     def consumer_groups(self, *args: str, only: str | None = None) -> dict[str, Json]:
         """``kafka-consumer-groups`` with ``args``. Its tables pad columns to the widest value

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compat.clients.base import (
     ADMIN_FEATURES,
@@ -24,9 +24,13 @@ from compat.clients.base import (
     fetch_config,
     record,
 )
-from compat.clients.errors import code_name, exception_name
+from compat.clients.errors import LoggedFailures, code_name, exception_name
+
+if TYPE_CHECKING:
+    from compat.security.client_security import ClientSecurity
 
 TIMEOUT_MS = 15000
+BOOTSTRAP_TIMEOUT_MS = 3000  # connect: how long kafka-python retries a failing bootstrap
 SPECS = {"earliest": -2, "latest": -1, "max_timestamp": -3}
 
 
@@ -119,6 +123,15 @@ class KafkaPythonMember(GroupMember):
         self.consumer.close()
 
 
+def _causes(messages: list[str]) -> list[str]:
+    """What kafka-python logged about why a bootstrap failed: the distinct messages naming an
+    authentication or TLS error (a retry repeats them; whether a disconnect is logged before
+    them is a race), else the first failure (its backoff suffix dropped)."""
+    causes = sorted({m for m in messages if re.search(r"Sasl|SSL|Error \d+", m)})
+    failures = [re.sub(r" \(backoff [\d.]+ secs\)$", "", m) for m in messages if "failed" in m]
+    return causes or failures[:1]
+
+
 class KafkaPythonClient(Client):
     name = "kafka-python"
     FEATURES = frozenset(
@@ -127,9 +140,52 @@ class KafkaPythonClient(Client):
         "group", "group.admin", "group.delete_offsets", "group.raw", "group.list_state"}
     )
 
+    SECURITY = frozenset({"SSL", "mTLS", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"})
+
     def __init__(self, bootstrap: str, workdir: Path) -> None:
         super().__init__(bootstrap, workdir)
         self._admin: Any = None
+
+    def security_config(self, security: ClientSecurity) -> dict[str, Any]:
+        """kafka-python's keyword arguments: ``ssl_cafile``/``ssl_certfile``/``ssl_keyfile``,
+        ``sasl_plain_username``/``_password`` (SCRAM too), and for OAUTHBEARER a token provider
+        handing out an unsecured token."""
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+
+        config: dict[str, Any] = {"security_protocol": security.protocol}
+        if security.ca is not None:
+            config["ssl_cafile"] = str(security.ca)
+        if security.certificate is not None:
+            config |= {"ssl_certfile": str(security.certificate.certificate),
+                       "ssl_keyfile": str(security.certificate.key)}  # fmt: skip
+        if security.mechanism == "OAUTHBEARER":
+
+            class UnsecuredToken(AbstractTokenProvider):  # type: ignore[misc]
+                def token(self) -> str:
+                    return security.unsecured_token()
+
+            config |= {"sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": UnsecuredToken()}
+        elif security.mechanism is not None:
+            config |= {"sasl_mechanism": security.mechanism, "sasl_plain_username": security.username,
+                       "sasl_plain_password": security.password}  # fmt: skip
+        return config
+
+    def connect(self, extra: dict[str, Any]) -> Json:
+        """A KafkaConsumer lists topics: None when it does, else the exception and the first
+        failure kafka-python logged while bootstrapping (the cause; its backoff suffix dropped)."""
+        from kafka import KafkaConsumer
+
+        with LoggedFailures("kafka") as logged:
+            try:
+                consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                                         **extra)  # fmt: skip
+            except Exception as exc:
+                return {"error": exception_name(exc), "message": str(exc), "logged": _causes(logged.messages)}
+        try:
+            consumer.topics()
+        finally:
+            consumer.close()
+        return None
 
     @property
     def admin(self) -> Any:

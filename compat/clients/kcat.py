@@ -13,14 +13,19 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compat.clients.base import Client, FetchSettings, Json, OffsetSpec, Rec, Start, Unsupported, fetch_config, record
+from compat.clients.confluent import LIBRDKAFKA_SECURITY, librdkafka_security
+
+if TYPE_CHECKING:
+    from compat.security.client_security import ClientSecurity
 
 MSG_DELIM = "\x1e"
 KEY_DELIM = "\x1f"
 TIMEOUT_S = 30.0
 TS_TYPES = {"create": "CreateTime", "logappend": "LogAppendTime"}
+CONNECT_TIMEOUT_S = 3  # kcat -m: how long -L waits for metadata before giving up
 
 
 def _arg(data: bytes) -> str:
@@ -47,6 +52,8 @@ class KcatClient(Client):
         "consume", "consume.multi", "consume.timestamp", "consume.fetch", "consume.reset",
     })  # fmt: skip
 
+    SECURITY = LIBRDKAFKA_SECURITY
+
     def __init__(self, bootstrap: str, workdir: Path) -> None:
         super().__init__(bootstrap, workdir)
         self.kcat = shutil.which("kcat") or "kcat"
@@ -56,6 +63,25 @@ class KcatClient(Client):
             [self.kcat, "-b", self.bootstrap, *args], input=stdin, capture_output=True, text=True,
             timeout=timeout, check=False,
         )  # fmt: skip
+
+    # --- security ----------------------------------------------------------------------------
+    def security_config(self, security: ClientSecurity) -> dict[str, Any]:
+        return dict(librdkafka_security(security))
+
+    def connect(self, extra: dict[str, Any]) -> Json:
+        """``kcat -L`` with ``-X`` settings: None when it lists metadata, else its exit status,
+        librdkafka's first connection failure (it logs one per retry, a count that varies
+        with timing) and kcat's own error lines."""
+        args = ["-L", "-J", "-m", str(CONNECT_TIMEOUT_S)]
+        for key, value in extra.items():
+            args += ["-X", f"{key}={value}"]
+        out = self.run(*args)
+        if out.returncode == 0:
+            return None
+        lines = out.stderr.splitlines()
+        failures = [line.split("|", 2)[2] for line in lines if line.startswith("%") and "|FAIL|" in line]
+        return {"exit": out.returncode, "first_failure": failures[0] if failures else None,
+                "errors": [line for line in lines if line.startswith("% ERROR")]}  # fmt: skip
 
     # --- metadata ----------------------------------------------------------------------------
     def _metadata(self, *args: str) -> dict[str, Any]:

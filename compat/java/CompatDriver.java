@@ -92,6 +92,7 @@ public final class CompatDriver {
         String bootstrap = r.get("bootstrap").asText();
         switch (op) {
             case "produce": return produce(bootstrap, r);
+            case "connect": return connect(bootstrap, r);
             case "consume": return consume(bootstrap, r);
             case "txn": return txn(bootstrap, r);
             case "member": return member(bootstrap, r);
@@ -120,6 +121,22 @@ public final class CompatDriver {
         ObjectNode node = JSON.createObjectNode();
         node.put("error", name);
         return node;
+    }
+
+    /** A throwaway Admin with "props" (security settings) lists topics once: null when answered,
+     *  else {"error": NAME, "message": what the exception says} (an authentication or TLS failure). */
+    static JsonNode connect(String bootstrap, JsonNode r) throws Exception {
+        Properties p = props(bootstrap, r.get("props"));
+        p.putIfAbsent(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000");
+        p.putIfAbsent(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        try (Admin admin = Admin.create(p)) {
+            admin.listTopics().names().get(15, TimeUnit.SECONDS);
+            return NullNode.getInstance();
+        } catch (ExecutionException e) {
+            ObjectNode node = error(e.getCause());
+            node.put("message", e.getCause().getMessage());
+            return node;
+        }
     }
 
     static byte[] bytes(JsonNode n) {
