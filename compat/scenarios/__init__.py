@@ -43,7 +43,7 @@ SCENARIOS: dict[str, Scenario] = {}
 # Scenario modules in run order; restart (which stops and kills the targets) runs last.
 MODULES = ("admin", "configs", "config_resources", "produce", "consume", "offsets", "records", "retention",
            "protocol", "transactions", "compaction", "groups", "storage_formats", "jbod", "versions", "feature_off",
-           "restart")
+           "quotas", "restart")
 
 
 def scenario(

@@ -42,8 +42,9 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
               values=tuple(build(m.ValueData, key=key, value=value) for key, value in sorted(values.items())))
         for entity, values in configs.items() if _matches(entity, exact, specified, request.strict)
     )
+    # Kafka's answer carries an empty (not null) message when there is no error.
     return build(m.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-                 error_message=None, entries=entries)
+                 error_message="", entries=entries)
 
 
 def _filter(components: object) -> tuple[dict[str, str | None], set[str]]:

@@ -1,0 +1,83 @@
+"""Client quotas: AlterClientQuotas and DescribeClientQuotas answers, errors and messages
+included, from raw requests (kio) over a socket — the same bytes to Kafka and to kbroker."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kio.schema.alter_client_quotas.v1 import request as alter_v1
+from kio.schema.describe_client_quotas.v1 import request as describe_v1
+
+from compat.scenarios import Run, scenario
+from compat.scenarios.protocol import RawConnection
+
+SEEN_WITHIN_S = 30.0  # Kafka's broker replays the committed records a moment after the answer
+EXACT, DEFAULT, SPECIFIED = 0, 1, 2
+
+ALTERATIONS: list[tuple[dict[str, str | None], list[tuple[str, float | None]]]] = [
+    ({"user": "alice", "client-id": "app"}, [("producer_byte_rate", 1048576.0), ("consumer_byte_rate", 2097152.0)]),
+    ({"user": None}, [("request_percentage", 12.5)]),
+    ({"client-id": None}, [("controller_mutation_rate", 10.0)]),
+    ({"ip": "10.1.2.3"}, [("connection_creation_rate", 20.0)]),
+    ({"user": "bob"}, [("foo", 1.0)]),
+    ({"user": "carol"}, [("producer_byte_rate", -5.0)]),
+    ({"user": "dave"}, [("producer_byte_rate", 1.5)]),
+    ({"user": "erin", "ip": "10.0.0.1"}, [("producer_byte_rate", 5.0)]),
+    ({"user": ""}, [("producer_byte_rate", 5.0)]),
+    ({"client-id": "app"}, [("connection_creation_rate", 5.0)]),
+]
+FILTERS: list[tuple[list[tuple[str, int, str | None]], bool]] = [
+    ([("user", EXACT, "alice")], False),
+    ([("user", EXACT, "alice")], True),
+    ([("user", SPECIFIED, None)], True),
+    ([("user", SPECIFIED, None)], False),
+    ([("user", DEFAULT, None)], True),
+    ([("client-id", DEFAULT, None)], False),
+    ([("ip", SPECIFIED, None)], False),
+    ([], False),
+    ([("user", EXACT, None)], False),
+    ([("user", DEFAULT, "x")], False),
+    ([("user", SPECIFIED, None), ("user", EXACT, "a")], False),
+    ([("ip", SPECIFIED, None), ("user", SPECIFIED, None)], False),
+    ([("group", SPECIFIED, None)], False),
+]
+
+
+def _alter(conn: RawConnection, alterations: Any, validate_only: bool) -> list[Any]:
+    entries = tuple(
+        alter_v1.EntryData(
+            entity=tuple(alter_v1.EntityData(entity_type=k, entity_name=n) for k, n in entity.items()),
+            ops=tuple(alter_v1.OpData(key=key, value=value or 0.0, remove=value is None) for key, value in ops))
+        for entity, ops in alterations)
+    answer = conn.request(49, 1, alter_v1.AlterClientQuotasRequest(entries=entries, validate_only=validate_only))
+    return sorted([sorted((e.entity_type, e.entity_name or "<default>") for e in entry.entity), int(entry.error_code),
+                   entry.error_message] for entry in answer.entries)
+
+
+def _describe(conn: RawConnection, components: Any, strict: bool) -> Any:
+    answer = conn.request(48, 1, describe_v1.DescribeClientQuotasRequest(components=tuple(
+        describe_v1.ComponentData(entity_type=k, match_type=m, match=n) for k, m, n in components), strict=strict))
+    entries = None if answer.entries is None else sorted(
+        [sorted((e.entity_type, e.entity_name or "<default>") for e in entry.entity),
+         sorted((v.key, v.value) for v in entry.values)] for entry in answer.entries)
+    return {"error": int(answer.error_code), "message": answer.error_message, "entries": entries}
+
+
+@scenario("quotas/alter-describe", clients=("confluent",))
+def alter_describe(run: Run) -> Any:
+    """AlterClientQuotas with valid and invalid entries (unknown key, value <= 0, fractional
+    LONG, ip mixed with user, empty name, an ip key on a client), validate_only, then
+    DescribeClientQuotas with EXACT/DEFAULT/SPECIFIED filters, strict or not, and bad filters."""
+    conn = RawConnection(run.target.bootstrap)
+    try:
+        validated = _alter(conn, [({"user": "zed"}, [("producer_byte_rate", 5.0)])], validate_only=True)
+        altered = _alter(conn, ALTERATIONS, validate_only=False)
+        deadline = time.monotonic() + SEEN_WITHIN_S
+        while len(_describe(conn, [], False)["entries"] or []) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling a condition with a deadline: Kafka's broker applies the records later
+        described = [_describe(conn, components, strict) for components, strict in FILTERS]
+        removed = _alter(conn, [({"user": None}, [("request_percentage", None)])], validate_only=False)
+    finally:
+        conn.close()
+    return {"validate_only": validated, "alter": altered, "describe": described, "remove": removed}
