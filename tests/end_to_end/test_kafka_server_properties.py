@@ -1,8 +1,12 @@
-"""A server.properties that sets every key Kafka 4.3.1's broker and controller define to a value
+"""Kafka's own server.properties files start kbroker unchanged.
+
+A server.properties that sets every key Kafka 4.3.1's broker and controller define to a value
 Kafka accepts (its own ConfigDef says so, asked from its jars) other than the default: ``kbroker
 serve`` starts on it, lists the keys it does not act on, and DescribeConfigs shows each key as set
 (static source, value as Kafka prints it, passwords hidden); the keys kbroker acts on take effect
-(a new topic's configs follow the log.* keys set)."""
+(a new topic's configs follow the log.* keys set). And a secured node's file (SASL_PLAINTEXT and
+SSL listeners, StandardAuthorizer, PEM stores, client certificates required) starts Kafka 4.3.1
+and kbroker alike, and serves its super user."""
 
 from __future__ import annotations
 
@@ -12,10 +16,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from kbroker.storage.log_config import ConfigSource, ConfigType
 from kio.schema.describe_configs.v4 import request as describe_configs
 
+from compat.security.certificates import Certificates, make_certificates
+from compat.targets import KafkaTarget, KbrokerTarget, ProcessTarget
 from kbroker.config.broker_catalogue import BROKER_CONFIGS, BrokerConfigDef, kafka_string
 from tests.broker_process import free_port
 from tests.kbroker.handlers.wire import call
@@ -144,3 +152,93 @@ def _assert_topic_follows_the_log_keys(port: int) -> None:
                                                 "message.timestamp.type", "compression.type")} == {
         "retention.ms": "7200000", "segment.bytes": "16777216", "segment.ms": "3600000",
         "cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime", "compression.type": "uncompressed"}
+
+
+# --- a secured node, from the issue's server.properties ------------------------------------------
+
+SECURED_TOPIC = "secured-orders"
+
+
+def _secured_properties(sasl_port: int, ssl_port: int, controller_port: int, data: Path, certs: Certificates) -> str:
+    """Kafka's way to run a secured single node: SASL_PLAINTEXT between brokers and for clients
+    (PLAIN, SCRAM-SHA-256), SSL with client certificates required, the StandardAuthorizer with
+    admin (and the controller's ANONYMOUS connection) as super users and no access otherwise."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+    return "".join(f"{key}={value}\n" for key, value in {
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl_port},SSL://127.0.0.1:{ssl_port},"
+                     f"CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl_port},SSL://127.0.0.1:{ssl_port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "false",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.broker.keystore),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca),
+        "ssl.client.auth": "required",
+        "log.dirs": str(data), "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+    }.items())  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["kafka", "kbroker"])
+def test_a_secured_node_from_kafkas_server_properties_serves_its_super_user(kind: str, tmp_path: Path) -> None:
+    """The same file starts Kafka 4.3.1 and kbroker unchanged; admin (PLAIN over SASL_PLAINTEXT)
+    creates a topic, produces and consumes; a client with a trusted certificate on the SSL
+    listener is an ordinary user there and is refused the topic (no ACL grants it)."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    certs = make_certificates(tmp_path / "certs")
+    target: ProcessTarget = KafkaTarget(tmp_path / kind) if kind == "kafka" else KbrokerTarget(tmp_path / kind)
+    ssl_port, controller_port = free_port(), free_port()
+    target.properties.write_text(  # type: ignore[attr-defined]
+        _secured_properties(target.port, ssl_port, controller_port, tmp_path / kind / "data", certs))
+    admin_config = {"bootstrap.servers": target.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"}
+    with target:
+        admin = AdminClient(admin_config)
+        admin.create_topics([NewTopic(SECURED_TOPIC, 1, 1)])[SECURED_TOPIC].result(30)
+        delivered: list[object] = []
+        producer = Producer({**admin_config, "message.timeout.ms": 30000})
+        producer.produce(SECURED_TOPIC, key=b"k1", value=b"paid", on_delivery=lambda e, m: delivered.append(
+            e or m.offset()))
+        producer.flush(30)
+        assert delivered == [0]
+        consumer = Consumer({**admin_config, "group.id": "secured-readers", "auto.offset.reset": "earliest"})
+        consumer.subscribe([SECURED_TOPIC])
+        try:
+            message = _first_message(consumer)
+        finally:
+            consumer.close()
+        assert (message.key(), message.value(), message.offset()) == (b"k1", b"paid", 0)
+
+        refused: list[object] = []
+        stranger = Producer({
+            "bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL", "ssl.ca.location": str(certs.ca),
+            "ssl.certificate.location": str(certs.client.certificate), "ssl.key.location": str(certs.client.key),
+            "message.timeout.ms": 30000,
+        })  # fmt: skip
+        stranger.produce(SECURED_TOPIC, value=b"forged", on_delivery=lambda e, m: refused.append(e and e.code()))
+        stranger.flush(30)
+        assert refused == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def _first_message(consumer: Any) -> Any:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None:
+            assert message.error() is None, message.error()
+            return message
+    raise AssertionError(f"nothing consumed within {READY_TIMEOUT_S} s")
