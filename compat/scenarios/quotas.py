@@ -3,15 +3,20 @@ included, from raw requests (kio) over a socket — the same bytes to Kafka and 
 
 from __future__ import annotations
 
+import datetime
+import importlib
+import itertools
 import time
 from typing import Any
 
 from kio.schema.alter_client_quotas.v1 import request as alter_v1
 from kio.schema.describe_client_quotas.v1 import request as describe_v1
+from kio.static.primitive import i16, i32
 
 from compat.scenarios import Run, scenario
 from compat.scenarios.protocol import RawConnection
 
+RAW_CLIENT_ID = "compat-raw"  # RawConnection's client id
 SEEN_WITHIN_S = 30.0  # Kafka's broker replays the committed records a moment after the answer
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 
@@ -81,3 +86,40 @@ def alter_describe(run: Run) -> Any:
     finally:
         conn.close()
     return {"validate_only": validated, "alter": altered, "describe": described, "remove": removed}
+
+
+def _create(conn: RawConnection, version: int, name: str, partitions: int) -> tuple[int, str | None, int]:
+    module = importlib.import_module(f"kio.schema.create_topics.v{version}.request")
+    answer = conn.request(19, version, module.CreateTopicsRequest(
+        topics=(module.CreatableTopic(name=name, num_partitions=i32(partitions), replication_factor=i16(1),
+                                      assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=30), validate_only=False))
+    (topic,) = answer.topics
+    return int(topic.error_code), topic.error_message, int(answer.throttle_time.total_seconds() * 1000)
+
+
+@scenario("quotas/controller-mutation-rate", clients=("confluent",))
+def controller_mutation_rate(run: Run) -> Any:
+    """controller_mutation_rate=1 for the raw connection's client id (a burst of 11 partitions):
+    CreateTopics v7 (strict) takes topics of 12 partitions until one is refused with
+    THROTTLING_QUOTA_EXCEEDED and a throttle time; CreateTopics v5 (permissive) is served with a
+    throttle time instead. The quota is removed at the end (other raw scenarios share the id)."""
+    conn = RawConnection(run.target.bootstrap)
+    entity = {"client-id": RAW_CLIENT_ID}
+    try:
+        _alter(conn, [(entity, [("controller_mutation_rate", 1.0)])], validate_only=False)
+        prefix = run.topic()
+        refused = None
+        deadline = time.monotonic() + SEEN_WITHIN_S
+        for i in itertools.count():
+            error, message, throttle_ms = _create(conn, 7, f"{prefix}-strict-{i}", 12)
+            if error != 0 or time.monotonic() > deadline:
+                refused = {"error": error, "message": message, "throttled": throttle_ms > 0}
+                break
+            time.sleep(0.1)  # until the broker applies the quota: a condition polled with a deadline
+        error, message, throttle_ms = _create(conn, 5, f"{prefix}-permissive", 12)
+        permissive = {"error": error, "message": message, "throttled": throttle_ms > 0}
+    finally:
+        _alter(conn, [(entity, [("controller_mutation_rate", None)])], validate_only=False)
+        conn.close()
+    return {"strict": refused, "permissive": permissive}

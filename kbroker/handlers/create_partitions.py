@@ -9,6 +9,10 @@ must give one replica list per new partition, each exactly this node; otherwise
 INVALID_REPLICA_ASSIGNMENT. More than 10,000 new partitions in one request (counting every
 topic): POLICY_VIOLATION "Unable to perform excessively large batch operation." for every
 topic and nothing changed, as Kafka's controller answers.
+With a ``controller_mutation_rate`` quota for the caller (KIP-599) each partition added takes its
+partitions from the quota; from v3 a topic asked for while the quota is used up is refused
+with THROTTLING_QUOTA_EXCEEDED (older versions are served and told to wait), and the response
+carries the throttle time (kbroker/quotas/client_quotas.py).
 Deviation: the request timeout is unused; the change is synchronous and done on return.
 With an authorizer each topic needs ALTER (else TOPIC_AUTHORIZATION_FAILED), as Kafka's controller.
 """
@@ -18,9 +22,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from kbroker.handlers.security import HasSecurity, allowed
-from kbroker.handlers.services import HasCatalogue
+from kbroker.handlers.services import HasCatalogue, HasClientQuotas
 from kbroker.network.context import RequestContext
-from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.codec import build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.topic_rules import check_partitions_added
 from kbroker.security.acl import AclOperation, ResourceType
@@ -28,9 +32,10 @@ from kbroker.security.acl import AclOperation, ResourceType
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
+STRICT_QUOTA_SINCE = 3
 
 
-class Services(HasCatalogue, HasSecurity, Protocol): ...
+class Services(HasCatalogue, HasSecurity, HasClientQuotas, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -45,6 +50,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                                {name: info.partitions for name, info in catalogue.topics.items()})
     except KafkaError as exc:
         refused = exc
+    quota = ctx.services.client_quotas.mutation_quota(ctx, STRICT_QUOTA_SINCE)
     results = []
     for topic in request.topics:
         if counts[topic.name] == 0:
@@ -60,6 +66,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                 raise refused
             # Topic and count problems are reported before assignment problems, as Kafka does.
             await catalogue.create_partitions(topic.name, topic.count, validate_only=True)
+            quota.check()
             if topic.assignments is not None:
                 added = topic.count - catalogue.topics[topic.name].partitions
                 if len(topic.assignments) != added:
@@ -70,6 +77,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                     )
                 catalogue.check_replica_assignment(
                     [a.broker_ids for a in topic.assignments])
+            quota.record(topic.count - catalogue.topics[topic.name].partitions)
             if not request.validate_only:
                 await catalogue.create_partitions(
                     topic.name, topic.count, assignments=[a.broker_ids for a in topic.assignments or ()])
@@ -78,4 +86,4 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         results.append(build(
             m.CreatePartitionsTopicResult, name=topic.name, error_code=error, error_message=message
         ))
-    return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+    return build(m.CreatePartitionsResponse, throttle_time=quota.throttle_time(), results=tuple(results))

@@ -18,6 +18,10 @@ With an authorizer a topic needs CREATE on the cluster or on the topic (else
 TOPIC_AUTHORIZATION_FAILED "Authorization failed."), and its configs are answered only with
 DESCRIBE_CONFIGS on it (else topic_config_error_code TOPIC_AUTHORIZATION_FAILED), as Kafka's
 controller decides.
+With a ``controller_mutation_rate`` quota for the caller (KIP-599) each topic created takes its
+partitions from the quota; from v6 a topic asked for while the quota is used up is refused
+with THROTTLING_QUOTA_EXCEEDED (older versions are served and told to wait), and the response
+carries the throttle time (kbroker/quotas/client_quotas.py).
 Deviation: the request timeout is unused; creation is synchronous and done on return.
 """
 
@@ -26,9 +30,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from kbroker.handlers.security import HasSecurity, allowed, cluster_allowed
-from kbroker.handlers.services import HasCatalogue
+from kbroker.handlers.services import HasCatalogue, HasClientQuotas
 from kbroker.network.context import RequestContext
-from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, has_field, response_module
+from kbroker.protocol.codec import ZERO_UUID, build, has_field, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.topic_rules import TopicInfo, check_partitions_requested
 from kbroker.security.acl import AclOperation, ResourceType
@@ -37,9 +41,10 @@ from kbroker.storage.log_config import resolve_topic_configs
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
+STRICT_QUOTA_SINCE = 6
 
 
-class Services(HasCatalogue, HasSecurity, Protocol): ...
+class Services(HasCatalogue, HasSecurity, HasClientQuotas, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -54,6 +59,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     except KafkaError as exc:
         refused = exc
     may_create_any = cluster_allowed(ctx, AclOperation.CREATE)
+    quota = ctx.services.client_quotas.mutation_quota(ctx, STRICT_QUOTA_SINCE)
     results = []
     for topic in request.topics:
         if counts[topic.name] == 0:
@@ -71,13 +77,15 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             partitions, replication = _counts(ctx, topic)
             configs = {c.name: c.value for c in topic.configs}
             assignments = [a.broker_ids for a in sorted(topic.assignments, key=lambda a: a.partition_index)]
+            quota.check()
             info = await catalogue.create_topic(
                 topic.name, partitions, replication, configs, request.validate_only, assignments
             )
+            quota.record(info.partitions)
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(_result(ctx, m, topic.name, info, error, message))
-    return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+    return build(m.CreateTopicsResponse, throttle_time=quota.throttle_time(), topics=tuple(results))
 
 
 def _counts(ctx: RequestContext[Services], topic: object) -> tuple[int, int]:

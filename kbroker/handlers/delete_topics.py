@@ -10,6 +10,10 @@ before v3, which lacks that code), as in Kafka. v6 answers carry each topic's na
 With an authorizer (Kafka's controller rules) a topic needs DELETE, and an unknown name is
 UNKNOWN_TOPIC_OR_PARTITION only to a caller that may DESCRIBE it: else both are
 TOPIC_AUTHORIZATION_FAILED.
+With a ``controller_mutation_rate`` quota for the caller (KIP-599) each topic deleted takes its
+partitions from the quota; from v5 a topic asked for while the quota is used up is refused
+with THROTTLING_QUOTA_EXCEEDED (older versions are served and told to wait), and the response
+carries the throttle time (kbroker/quotas/client_quotas.py).
 Deviation: the request timeout is unused; deletion is synchronous and done on return.
 """
 
@@ -19,20 +23,22 @@ import uuid
 from typing import Protocol
 
 from kbroker.handlers.security import HasSecurity, allowed
-from kbroker.handlers.services import HasCatalogue, HasSettings
+from kbroker.handlers.services import HasCatalogue, HasClientQuotas, HasSettings
 from kbroker.network.context import RequestContext
-from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
+from kbroker.protocol.codec import ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.quotas.client_quotas import MutationQuota
 from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
+STRICT_QUOTA_SINCE = 5
 FIRST_WITH_DELETION_DISABLED = 3
 NOT_AUTHORIZED = "Topic authorization failed."
 
 
-class Services(HasCatalogue, HasSettings, HasSecurity, Protocol): ...
+class Services(HasCatalogue, HasSettings, HasSecurity, HasClientQuotas, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -44,6 +50,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     names = [name for name, topic_id in wanted if topic_id == ZERO_UUID]
     ids = [topic_id for _name, topic_id in wanted if topic_id != ZERO_UUID]
     enabled = ctx.services.settings.delete_topic_enable
+    quota = ctx.services.client_quotas.mutation_quota(ctx, STRICT_QUOTA_SINCE)
     results = []
     for name, topic_id in wanted:
         try:
@@ -54,7 +61,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                     else ErrorCode.invalid_request
                 )
                 raise KafkaError(code, "Topic deletion is disabled.")
-            name, topic_id = await _delete(ctx, name, topic_id, names, ids)
+            name, topic_id = await _delete(ctx, name, topic_id, names, ids, quota)
             error, message = ErrorCode.none, None
         except KafkaError as exc:
             error, message = exc.code, exc.message
@@ -65,11 +72,12 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             error_code=error,
             error_message=message,
         ))
-    return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return build(m.DeleteTopicsResponse, throttle_time=quota.throttle_time(), responses=tuple(results))
 
 
 async def _delete(
-    ctx: RequestContext[Services], name: str | None, topic_id: uuid.UUID, names: list, ids: list
+    ctx: RequestContext[Services], name: str | None, topic_id: uuid.UUID, names: list, ids: list,
+    quota: MutationQuota,
 ) -> tuple[str | None, uuid.UUID]:
     """Delete one topic; returns its (name, id) for the answer."""
     catalogue = ctx.services.catalogue
@@ -99,5 +107,7 @@ async def _delete(
             )
     if not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, info.name):
         raise KafkaError(ErrorCode.topic_authorization_failed, NOT_AUTHORIZED)
+    quota.check()
     await catalogue.delete_topic(info.name)
+    quota.record(info.partitions)
     return name, info.topic_id

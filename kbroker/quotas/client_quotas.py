@@ -13,6 +13,11 @@ broker without quotas). Then, as Kafka's KafkaApis does:
   response with the throttle time (and the size is taken back from the byte-rate sensor), as
   Kafka's throttled fetch response.
 - Every other API records its handler time against ``request_percentage``.
+- CreateTopics, CreatePartitions and DeleteTopics take their partitions from
+  ``controller_mutation_rate`` (``mutation_quota``; the handlers refuse a topic with
+  THROTTLING_QUOTA_EXCEEDED in the strict versions) and put its throttle time in their response.
+  Deviation: Kafka counts these on the active controller (a cluster-wide bucket per sensor);
+  kbroker counts them on the broker that takes the request (the same on a single node).
 
 The throttle time is written into the response's ``throttle_time_ms`` and returned with it
 (``ThrottledResponse``): the connection sends the response, then reads nothing from the client
@@ -38,9 +43,10 @@ from typing import Any
 
 from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext, ThrottledResponse
 from kbroker.protocol.codec import build, has_field, response_module
-from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.quotas.client_quota_manager import ClientQuotaManager, ControllerMutationQuotaManager
 from kbroker.quotas.quota_precedence import QuotaConfigs
+from kbroker.quotas.sampled_rate import TokenBucket
 from kbroker.storage.clock import Clock
 from kbroker.storage.log import FetchSlice
 
@@ -73,6 +79,11 @@ class ClientQuotas:
         self.request = ClientQuotaManager("request_percentage", windows.samples, window_ms, max_throttle_ms=window_ms)
         self.controller_mutation = ControllerMutationQuotaManager(
             windows.controller_samples, windows.controller_window_seconds * 1000)
+
+    def mutation_quota(self, context: RequestContext[Any], strict_since_version: int) -> MutationQuota:
+        """This request's controller_mutation_rate quota: strict from ``strict_since_version``."""
+        found = self.controller_mutation.quota(self.configs(), context.principal.name, context.header.client_id or "")
+        return MutationQuota(found, context.api_version >= strict_since_version, self.now_ms)
 
     def configured(self) -> bool:
         return bool(self.configs())
@@ -108,10 +119,56 @@ class ClientQuotas:
                 self.fetch.unrecord(configs, user, client_id, size, now)
                 throttle = max(byte_throttle, request_throttle)
                 return ThrottledResponse(_empty_fetch(context.api_version, throttle), throttle)
-        throttle = max(byte_throttle, request_throttle)
+        # A throttle the handler set (controller_mutation_rate) mutes the client too.
+        handler_throttle = getattr(response, "throttle_time", None)
+        handler_ms = int(handler_throttle.total_seconds() * 1000) if handler_throttle is not None else 0
+        throttle = max(byte_throttle, request_throttle, handler_ms)
         if not throttle:
             return response
         return ThrottledResponse(with_throttle_time(api_key, context.api_version, response, throttle), throttle)
+
+
+class MutationQuota:
+    """One request's controller_mutation_rate (Kafka's Strict and Permissive
+    ControllerMutationQuota): ``check`` before a topic's change, ``record`` its partitions after."""
+
+    __slots__ = ("_at_ms", "_now_ms", "_quota", "_throttle_ms", "strict")
+
+    def __init__(self, quota: tuple[float, float, TokenBucket] | None, strict: bool, now_ms: Callable[[], int]) -> None:
+        self._quota = quota
+        self.strict = strict
+        self._now_ms = now_ms
+        self._throttle_ms = 0
+        self._at_ms = 0
+
+    def check(self) -> None:
+        """Strict: THROTTLING_QUOTA_EXCEEDED while the bucket is empty (a topic asked for while
+        tokens are left goes through, even if it empties the bucket)."""
+        if self._quota is None or not self.strict:
+            return
+        rate, burst, bucket = self._quota
+        now = self._now_ms()
+        throttle = bucket.throttle_ms(rate, burst, now)
+        if throttle > 0:
+            self._throttle_ms, self._at_ms = throttle, now
+            # No message: Kafka's ApiError drops one equal to the code's default text.
+            raise KafkaError(ErrorCode.throttling_quota_exceeded)
+
+    def record(self, partitions: int) -> None:
+        if self._quota is None:
+            return
+        rate, burst, bucket = self._quota
+        now = self._now_ms()
+        bucket.take(partitions, rate, burst, now)
+        if not self.strict:  # permissive: the response tells the client how long to wait instead
+            throttle = bucket.throttle_ms(rate, burst, now)
+            if throttle > 0:
+                self._throttle_ms, self._at_ms = throttle, now
+
+    def throttle_time(self) -> datetime.timedelta:
+        """The response's throttle_time_ms: what is left of the last throttle seen."""
+        remaining = max(0, self._throttle_ms - (self._now_ms() - self._at_ms)) if self._throttle_ms else 0
+        return datetime.timedelta(milliseconds=remaining)
 
 
 def with_throttle_time(api_key: int, api_version: int, response: object, throttle_ms: int) -> object:

@@ -116,3 +116,41 @@ def test_invalid_alterations_are_refused_with_kafkas_message(entity, op, message
     (_entity, error), = results
     assert (error.code, error.message) == (ErrorCode.invalid_request, message)
     assert records == []
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.ms = 0
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def test_strict_mutation_quota_refuses_only_once_the_bucket_is_empty() -> None:
+    from kbroker.protocol.errors import KafkaError
+
+    from kbroker.quotas.client_quotas import MutationQuota
+    from kbroker.quotas.sampled_rate import TokenBucket
+
+    clock, bucket = _Clock(), TokenBucket(0)
+    quota = MutationQuota((2.0, 2.0 * 11, bucket), strict=True, now_ms=clock)  # burst: 22 partitions
+    quota.check()
+    quota.record(30)  # accepted although it takes the bucket to -8
+    assert quota.throttle_time().total_seconds() == 0  # strict: no throttle until a refusal
+    with pytest.raises(KafkaError) as refused:
+        quota.check()
+    assert (refused.value.code, refused.value.message) == (ErrorCode.throttling_quota_exceeded, None)
+    assert quota.throttle_time().total_seconds() == 4.0  # 8 tokens at 2 per second
+    clock.ms = 4000
+    quota.check()  # refilled to zero: allowed again
+
+
+def test_permissive_mutation_quota_serves_and_tells_the_client_to_wait() -> None:
+    from kbroker.quotas.client_quotas import MutationQuota
+    from kbroker.quotas.sampled_rate import TokenBucket
+
+    quota = MutationQuota((1.0, 11.0, TokenBucket(0)), strict=False, now_ms=_Clock())
+    quota.check()
+    quota.record(15)
+    quota.check()  # never refuses
+    assert quota.throttle_time().total_seconds() == 4.0
