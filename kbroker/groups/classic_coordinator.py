@@ -263,6 +263,7 @@ class ClassicGroupCoordinator:
         group.in_initial_delay = False
         now = self.clock.wall_ms()
         for member in [m for m in group.members.values() if not m.awaiting_join]:
+            log.info("group %s: removing member %s, which did not rejoin in time", group.group_id, member.member_id)
             self._remove_member(group, member)
         group.generation_id += 1
         if not group.members:
@@ -420,6 +421,7 @@ class ClassicGroupCoordinator:
             if member_id not in group.members:
                 errors.append(ErrorCode.unknown_member_id)
                 continue
+            log.info("group %s: member %s left the group (LeaveGroup)", group.group_id, member_id)
             self._remove_member(group, group.members[member_id])
             errors.append(ErrorCode.none)
             removed = True

@@ -110,10 +110,14 @@ class Member(threading.Thread):
             enable_auto_commit=False, session_timeout_ms=self.session_ms,
             heartbeat_interval_ms=max(self.session_ms // 10, 100), max_poll_interval_ms=20000,
             request_timeout_ms=max(30000, self.session_ms + 5000), group_instance_id=self.instance)
-        # Learn the topic's partitions before joining: a leader without them assigns nothing and
-        # rejoins at once, and every extra rebalance is another chance for the race noted below.
-        assert consumer.partitions_for_topic(self.topic)
+        # Learn the topic's partitions before joining, and after subscribing: the metadata update
+        # then also gives the coordinator its metadata snapshot of the subscription. A leader
+        # without the partitions assigns nothing and rejoins at once; one without the snapshot
+        # assigns, then sees the snapshot change on its next metadata update and rejoins (as it
+        # would against Kafka). Each extra rebalance is another chance for the race noted below,
+        # and a test that closes a member at that moment closes it in mid-rebalance.
         consumer.subscribe([self.topic])
+        assert consumer.partitions_for_topic(self.topic)
         while not self._stopping.is_set():
             # Not shorter: kafka-python 3.0.12 can lose a SyncGroup answer that lands just as a
             # short poll() times out (heartbeats then stay off and the member is expired).
