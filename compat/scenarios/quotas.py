@@ -13,6 +13,7 @@ from kio.schema.alter_client_quotas.v1 import request as alter_v1
 from kio.schema.describe_client_quotas.v1 import request as describe_v1
 from kio.static.primitive import i16, i32
 
+from compat.harness import wait_until
 from compat.scenarios import Run, scenario
 from compat.scenarios.protocol import RawConnection
 
@@ -84,6 +85,9 @@ def alter_describe(run: Run) -> Any:
         described = [_describe(conn, components, strict) for components, strict in FILTERS]
         removed = _alter(conn, [({"user": None}, [("request_percentage", None)])], validate_only=False)
     finally:
+        # The targets are shared with later scenarios: no quota of this one may outlive it.
+        _alter(conn, [(entity, [(key, None) for key, _v in ops]) for entity, ops in ALTERATIONS[:4]],
+               validate_only=False)
         conn.close()
     return {"validate_only": validated, "alter": altered, "describe": described, "remove": removed}
 
@@ -123,3 +127,43 @@ def controller_mutation_rate(run: Run) -> Any:
         _alter(conn, [(entity, [("controller_mutation_rate", None)])], validate_only=False)
         conn.close()
     return {"strict": refused, "permissive": permissive}
+
+
+CONFIGS = "kafka.admin.ConfigCommand"
+
+
+@scenario("quotas/kafka-configs-cli", clients=("java-cli",))
+def kafka_configs_cli(run: Run) -> Any:
+    """kafka-configs --entity-type users/clients: a user+client quota and a default client quota
+    set, described (one entity, all users, all clients, the defaults), Kafka's refusals (a
+    negative value, an unknown key, a non-number), then deleted."""
+    user, client = run.name("u"), run.name("c")
+    pair = ("--entity-type", "users", "--entity-name", user, "--entity-type", "clients", "--entity-name", client)
+    default_client = ("--entity-type", "clients", "--entity-default")
+
+    def configs(*args: str) -> Any:
+        out = run.client.run(CONFIGS, *args)  # type: ignore[attr-defined]
+        out["stderr"] = [line for line in out["stderr"] if not line.startswith("\tat ") and "... " not in line]
+        return out
+
+    def described(*entity: str) -> Any:
+        """--describe once the broker shows a quota (Kafka's broker replays it shortly after)."""
+        return wait_until(lambda: configs("--describe", *entity), lambda out: out["stdout"] != [],
+                          SEEN_WITHIN_S)[1]
+
+    outcome = {
+        "set-pair": configs("--alter", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+                            *pair),
+        "set-default-client": configs("--alter", "--add-config", "request_percentage=200", *default_client),
+    }
+    outcome["pair"] = described(*pair)
+    outcome["default-client"] = described(*default_client)
+    outcome["user-all"] = configs("--describe", "--entity-type", "users", "--entity-name", user)
+    outcome["negative"] = configs("--alter", "--add-config", "producer_byte_rate=-1", *pair)
+    outcome["unknown-key"] = configs("--alter", "--add-config", "no_such_rate=1", *pair)
+    outcome["not-a-number"] = configs("--alter", "--add-config", "producer_byte_rate=fast", *pair)
+    outcome["delete-pair"] = configs("--alter", "--delete-config", "producer_byte_rate,consumer_byte_rate", *pair)
+    outcome["delete-default-client"] = configs("--alter", "--delete-config", "request_percentage", *default_client)
+    outcome["pair-after"] = wait_until(lambda: configs("--describe", *pair), lambda out: out["stdout"] == [],
+                                       SEEN_WITHIN_S)[1]
+    return outcome
