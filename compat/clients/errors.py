@@ -2,7 +2,9 @@
 
 A client that exposes the broker's numeric error code gets that code's name from kio's table
 (generated from Kafka's own error list), e.g. 10 -> "MESSAGE_TOO_LARGE"; an error with no
-protocol code (a local timeout, a client-side check) keeps the client's own name.
+protocol code (a local timeout, a client-side check) keeps the client's own name. Where a client
+only logs the cause of a failed connection (an authentication or TLS error) and raises something
+generic, ``LoggedFailures`` collects what it logged.
 """
 
 from __future__ import annotations

@@ -123,13 +123,16 @@ class KafkaPythonMember(GroupMember):
         self.consumer.close()
 
 
+CAUSE = re.compile(r"\[Error \d+\] .*?(?=\)?(?: \(backoff [\d.]+ secs\))?$)|\[SSL: .*|SaslHandshake failed: \w+")
+
+
 def _causes(messages: list[str]) -> list[str]:
-    """What kafka-python logged about why a bootstrap failed: the distinct messages naming an
-    authentication or TLS error (a retry repeats them; whether a disconnect is logged before
-    them is a race), else the first failure (its backoff suffix dropped)."""
-    causes = sorted({m for m in messages if re.search(r"Sasl|SSL|Error \d+", m)})
-    failures = [re.sub(r" \(backoff [\d.]+ secs\)$", "", m) for m in messages if "failed" in m]
-    return causes or failures[:1]
+    """Why kafka-python's bootstrap failed, from what it logged: the distinct Kafka errors
+    ("[Error 58] ..."), TLS errors and handshake failures named in its messages, without the
+    connection objects, local ports and backoff times around them (retries repeat them, and
+    which wrapper logs one first is a race); else the first failure logged."""
+    causes = sorted({m.group(0) for m in map(CAUSE.search, messages) if m is not None})
+    return causes or [m for m in messages if "failed" in m][:1]
 
 
 class KafkaPythonClient(Client):

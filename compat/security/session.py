@@ -43,6 +43,7 @@ LIBRDKAFKA_TIMING = re.compile(r"\(after \d+ms in state (\w+)(?:, \d+ identical 
 # The client's own end of a connection (kafka-python: "[127.0.0.1:9093<-51234]") and the
 # Java admin client's sequence number in its JVM: neither says anything about the broker.
 LOCAL_PORT = re.compile(r"<-\d+\]")
+LIBRDKAFKA_LOG_TIME = re.compile(r"^%(\d)\|\d+\.\d+\|")  # kcat's log lines: %level|epoch seconds|...
 JAVA_ADMIN_ID = re.compile(r"adminclient-\d+")
 
 
@@ -59,6 +60,7 @@ def normalise_security(value: Any, target: SecuredTarget) -> Any:
             value = re.sub(rf"\b{port}\b", f"<{listener}-port>", value)  # aiokafka: ('127.0.0.1', port, ...)
         value = LOCAL_PORT.sub("<-<local-port>]", value)
         value = JAVA_ADMIN_ID.sub("adminclient-<n>", value)
+        value = LIBRDKAFKA_LOG_TIME.sub(r"%\1|<time>|", value)
         return LIBRDKAFKA_TIMING.sub(r"(after <n>ms in state \1)", value)
     return value
 
