@@ -24,8 +24,9 @@ def free_port() -> int:
 
 class BrokerProcess:
     def __init__(self, data_dir: str, overrides: dict[str, str] | None = None, port: int | None = None,
-                 open_file_limit: int | None = None) -> None:
+                 open_file_limit: int | None = None, extra_args: list[str] | None = None) -> None:
         self.data_dir = data_dir
+        self.extra_args = extra_args or []  # more ``serve`` arguments, e.g. --add-scram
         self.open_file_limit = open_file_limit  # RLIMIT_NOFILE (soft and hard) of the broker process
         self.port = port or free_port()
         self.overrides = {
@@ -45,6 +46,7 @@ class BrokerProcess:
         args = [sys.executable, "-m", "kbroker", "serve"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
+        args += self.extra_args
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,
                                      preexec_fn=self._limit_open_files if self.open_file_limit else None)
