@@ -18,6 +18,7 @@ from . import (
     alter_client_quotas,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     begin_quorum_epoch,
     broker_heartbeat,
@@ -43,7 +44,7 @@ from . import (
 CONTROLLER_HANDLERS: dict[int, ModuleType] = {
     m.API_KEY: m
     for m in (
-        alter_client_quotas,
+        alter_client_quotas, alter_user_scram_credentials,
         api_versions, allocate_producer_ids, alter_partition, alter_partition_reassignments, begin_quorum_epoch,
         broker_heartbeat, broker_registration, create_acls, create_partitions, create_topics, delete_acls,
         delete_topics, describe_cluster, describe_quorum, elect_leaders, end_quorum_epoch, fetch_snapshot,
