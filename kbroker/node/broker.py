@@ -47,6 +47,7 @@ from kbroker.replication.quorum.producer_ids import ControllerProducerIdManager
 from kbroker.replication.replica_manager import ReplicaManager
 from kbroker.replication.replication_settings import ClusterLinks
 from kbroker.security.authorizer import configured_authorizer
+from kbroker.security.scram_credentials import ScramCredentials
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log_cleaner import LogCleaner
 from kbroker.storage.log_manager import LogManager
@@ -129,7 +130,8 @@ class Broker:
             settings=handler_settings(config), clock=clock, client_quotas=self.client_quotas,
             security=SecurityFeatures(authorizer=configured_authorizer(
                 config.get("authorizer.class.name") or "", config.get("super.users") or "",
-                config.get("allow.everyone.if.no.acl.found") or "false", self._metadata_image)),
+                config.get("allow.everyone.if.no.acl.found") or "false", self._metadata_image),
+                scram=ScramCredentials(self._metadata_image)),
         )
         self.dispatcher = Dispatcher(self.services, HANDLERS, self.forward_to_controller, self.ready,
                                      quotas=self.client_quotas)
