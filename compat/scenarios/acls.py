@@ -480,7 +480,11 @@ def markdown(table: list[Row], unchanged: dict[str, bool]) -> str:
         f"Cases: {len(table)}; identical on both brokers: {same}; state unchanged by the denied runs: "
         + ", ".join(f"{broker} {'yes' if ok else 'NO'}" for broker, ok in unchanged.items()),
         "",
-        "| client | API | ACLs needed | expected without | Kafka without | kbroker without | Kafka with |"
+        "'broker error' is what the broker answers for the missing ACL; the next columns are what the",
+        "client surfaces (librdkafka asks for metadata or a coordinator first, a tool may report a",
+        "hidden topic as missing).",
+        "",
+        "| client | API | ACLs needed | broker error | Kafka without | kbroker without | Kafka with |"
         " kbroker with |",
         "|---|---|---|---|---|---|---|---|",
     ]
