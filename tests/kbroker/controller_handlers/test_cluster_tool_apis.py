@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -38,6 +39,7 @@ from kbroker.cluster.controller_channel import LocalControllerClient
 from kbroker.controller_handlers import CONTROLLER_HANDLERS
 from kbroker.controller_handlers import api_versions as controller_api_versions
 from kbroker.handlers import describe_quorum, unregister_broker, update_features
+from kbroker.handlers.security import SecurityFeatures
 from kbroker.network.dispatcher import Dispatcher
 from tests.kbroker.handlers.wire import request_frame
 
@@ -83,7 +85,8 @@ def broker_dispatcher(controller: QuorumController) -> Dispatcher[Any]:
         return await local.request(api_key, api_version, request)
 
     modules = (describe_quorum, update_features, unregister_broker)
-    return Dispatcher(object(), {m.API_KEY: m for m in modules}, forward)
+    # A broker without an authorizer: the forwarded APIs' local checks pass.
+    return Dispatcher(SimpleNamespace(security=SecurityFeatures()), {m.API_KEY: m for m in modules}, forward)
 
 
 def answer(dispatcher: Dispatcher[Any], request: Any, version: int) -> Any:
@@ -168,5 +171,5 @@ def test_no_answer_from_the_controller_is_request_timed_out(request_: Any, versi
         return None
 
     modules = (describe_quorum, update_features, unregister_broker)
-    dispatcher = Dispatcher(object(), {m.API_KEY: m for m in modules}, unanswered)
+    dispatcher = Dispatcher(SimpleNamespace(security=SecurityFeatures()), {m.API_KEY: m for m in modules}, unanswered)
     assert answer(dispatcher, request_, version).error_code == ErrorCode.request_timed_out
