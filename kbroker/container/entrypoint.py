@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping
 from types import FrameType
 
+from kbroker.config.broker_catalogue import BROKER_CONFIGS
 from kbroker.container.container_config import FINAL_PROPERTIES, MOUNTED_PROPERTIES, log_level, merge
 from kbroker.storage.file_io import replace_atomically
 
@@ -41,8 +42,16 @@ def serve_argv(environ: Mapping[str, str], mounted: str = MOUNTED_PROPERTIES,
     os.makedirs(os.path.dirname(final), exist_ok=True)
     replace_atomically(final, settings.properties_text().encode())
     for key, value in settings.values.items():
-        print(f"kbroker container: {key}={value} ({settings.origins[key]})", file=sys.stderr)
+        shown = "[hidden]" if _is_password(key) else value
+        print(f"kbroker container: {key}={shown} ({settings.origins[key]})", file=sys.stderr)
     return ["serve", "--config", final, "--log-level", level]
+
+
+def _is_password(key: str) -> bool:
+    """A password key, also under a listener or mechanism prefix
+    (``listener.name.sasl_ssl.plain.sasl.jaas.config``): never printed, as Kafka prints [hidden]."""
+    parts = key.split(".")
+    return any((d := BROKER_CONFIGS.get(".".join(parts[i:]))) is not None and d.sensitive for i in range(len(parts)))
 
 
 def _stop_before_start(signum: int, frame: FrameType | None) -> None:

@@ -113,3 +113,15 @@ def test_the_entrypoint_writes_what_serve_loads(tmp_path) -> None:
     # KAFKA_CLUSTER_ID is no broker key.
     assert not (data / META_PROPERTIES).exists()
     assert "cluster.id" not in merge({"KAFKA_CLUSTER_ID": "5L6g3nShT-eMCtK--X86sw"}).values
+
+
+def test_the_entrypoint_never_prints_a_password(tmp_path, capsys) -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+    mounted = tmp_path / "mounted.properties"
+    mounted.write_text(f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}\n")
+    serve_argv({"KAFKA_LOG_DIRS": str(tmp_path / "data"), "KAFKA_SSL_KEYSTORE_PASSWORD": "store-secret"},
+               str(mounted), str(tmp_path / "server.properties"))
+    printed = capsys.readouterr().err
+    assert "listener.name.sasl_plaintext.plain.sasl.jaas.config=[hidden]" in printed
+    assert "ssl.keystore.password=[hidden]" in printed
+    assert "secret" not in printed
