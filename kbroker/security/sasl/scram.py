@@ -8,9 +8,11 @@ Messages (Kafka supports no channel binding: the GS2 header is ``n,,`` or ``n,a=
     client-final  c=<base64 GS2 header>,r=<nonce>,p=<base64 ClientProof>
     server-final  v=<base64 ServerSignature>
 
-Every failure but one is Kafka's generic "invalid credentials" message, an unknown user included
-(the exchange stops at the first message either way, as Kafka's does); only an authorization id
-other than the user name has its own message. The delegation-token extension
+Every failure but one is Kafka's generic "invalid credentials" message, an unknown user included;
+only an authorization id other than the user name has its own message. Deviation, so that the
+exchange does not tell which users exist: Kafka stops an unknown user's exchange at the first
+message, kbroker answers it with a decoy challenge (a salt stable for that name, 4096
+iterations) and fails it at the final message, where a wrong password fails. The delegation-token extension
 (``tokenauth=true``) fails the same way: kbroker has no delegation tokens.
 """
 
@@ -87,6 +89,21 @@ def _extensions(text: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in text.split(",") if item)
 
 
+# Per process: an unknown user's decoy salt is the same at every attempt, as a real one would be.
+_DECOY_SECRET = secrets.token_bytes(32)
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _decoy(user: str, mechanism: str) -> UserScramCredentialRecord:
+    """A credential no password matches (random keys), with a salt shaped like Kafka's (26
+    base-36 characters)."""
+    digest = int.from_bytes(hmac.digest(_DECOY_SECRET, f"{mechanism}\0{user}".encode(), "sha256"), "big")
+    salt = "".join(_BASE36[(digest >> (6 * i)) % 36] for i in range(26)).encode()
+    size = hashlib.new(HASHES[mechanism]).digest_size
+    return UserScramCredentialRecord(user, 0, salt.hex(), secrets.token_bytes(size).hex(),
+                                     secrets.token_bytes(size).hex(), MIN_ITERATIONS)
+
+
 class ScramServer:
     """One SCRAM exchange on the server: client-first, then client-final, then complete."""
 
@@ -127,9 +144,7 @@ class ScramServer:
         if _extensions(match["extensions"]).get("tokenauth", "").lower() == "true":
             raise invalid_credentials(self.mechanism)
         user = _user(match["saslname"])
-        credential = self._lookup(user, self.mechanism)
-        if credential is None:
-            raise invalid_credentials(self.mechanism)
+        credential = self._lookup(user, self.mechanism) or _decoy(user, self.mechanism)
         if match["authzid"] and _user(match["authzid"]) != user:
             raise SaslAuthenticationError(
                 "Authentication failed: Client requested an authorization id that is different from username")

@@ -82,6 +82,19 @@ def test_wrong_password_and_unknown_user_fail_alike(user: str, password: str) ->
     assert not server.is_complete
 
 
+def test_an_unknown_user_gets_a_decoy_challenge_like_a_known_one() -> None:
+    store = lookup_in(credential("alice", "alice-secret", salt=b"k5xqmz1w0c3v8n2b7l4j6h9g0f"))
+
+    def server_first(user: str) -> bytes:
+        server = ScramServer("SCRAM-SHA-256", store.lookup, nonce=lambda: "server")
+        return server.evaluate_response(f"n,,n={user},r=client".encode())
+
+    known, unknown = server_first("alice"), server_first("mallory")
+    assert known.startswith(b"r=clientserver,s=") and known.endswith(b",i=4096")
+    assert unknown.startswith(b"r=clientserver,s=") and unknown.endswith(b",i=4096")
+    assert len(known) == len(unknown) and unknown == server_first("mallory") != server_first("trudy")
+
+
 @pytest.mark.parametrize("first", [
     b"garbage", b"p=tls-unique,,n=alice,r=abc", b"n,,n=alice,r=abc,tokenauth=true",
 ])
@@ -126,5 +139,7 @@ def test_the_factory_serves_scram_from_the_image_and_the_inter_broker_client_use
     assert server.authorization_id == "admin"
     # Without a credential store (no metadata image yet) nobody authenticates.
     unstored = SaslServerFactory(config, "BROKER").create("SCRAM-SHA-512")
+    client = client_for(config, "BROKER", "SCRAM-SHA-512")
+    final = client.evaluate_challenge(unstored.evaluate_response(client.initial_response()))
     with pytest.raises(SaslAuthenticationError):
-        unstored.evaluate_response(client_for(config, "BROKER", "SCRAM-SHA-512").initial_response())
+        unstored.evaluate_response(final or b"")
