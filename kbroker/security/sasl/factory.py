@@ -28,6 +28,7 @@ from kbroker.security.scram_credentials import ScramCredentials
 
 ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
 CALLBACK_HANDLER = "sasl.server.callback.handler.class"
+LOGIN_CALLBACK_HANDLER = "sasl.login.callback.handler.class"
 JWT_CALLBACK_HANDLERS = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",  # Kafka 3.x
@@ -84,6 +85,10 @@ class SaslServerFactory:
             raise ConfigError(f"{handler_key}={handler} is not supported by kbroker: it runs Kafka's own callback "
                               f"handlers only (for OAUTHBEARER: {JWT_CALLBACK_HANDLERS[0]})")
         if mechanism == OAUTHBEARER:
+            if _login_callback_handler(config, self.listener_name) is None:
+                # Kafka's broker logs in on every OAUTHBEARER listener at start with the default
+                # (unsecured) login handler, and stops when the options make no token.
+                _unsecured_login(module)
             validate: TokenValidator
             if handler:
                 settings = _jwt_settings(config, self.listener_name)
@@ -117,8 +122,26 @@ def client_for(config: KafkaConfig, listener_name: str, mechanism: str) -> SaslC
     if mechanism in HASHES:
         return ScramClient.from_jaas(mechanism, module)
     if mechanism == OAUTHBEARER:
-        return OAuthBearerClient.from_jaas(module)
+        handler = _login_callback_handler(config, listener_name)
+        if handler is not None:
+            raise ConfigError(f"{handler[0]}={handler[1]} is not supported by kbroker's inter-broker client: it logs "
+                              "in with Kafka's unsecured tokens only")
+        return _unsecured_login(module)
     raise ConfigError(f"SASL mechanism {mechanism} is not supported by kbroker's inter-broker client")
+
+
+def _login_callback_handler(config: KafkaConfig, listener_name: str) -> tuple[str, str] | None:
+    """The (key, class) of a login callback handler set for OAUTHBEARER on the listener."""
+    key = f"{OAUTHBEARER.lower()}.{LOGIN_CALLBACK_HANDLER}"
+    found_key, value = _first(config, _listener_key(listener_name, key), key)
+    return (found_key, value) if value else None
+
+
+def _unsecured_login(module: JaasLoginModule) -> OAuthBearerClient:
+    try:
+        return OAuthBearerClient.from_jaas(module)
+    except ValueError as exc:
+        raise ConfigError(f"{module.key}: {exc}") from None
 
 
 def _jwt_settings(config: KafkaConfig, listener_name: str) -> JwtSettings:

@@ -214,7 +214,8 @@ def unsecured_token(options: Mapping[str, str], now_ms: int) -> str:
     """The token Kafka's OAuthBearerUnsecuredLoginCallbackHandler mints from the login module's
     options: ``unsecuredLoginStringClaim_<name>``, ``unsecuredLoginNumberClaim_<name>``,
     ``unsecuredLoginListClaim_<name>`` (its first character separates the items),
-    ``unsecuredLoginLifetimeSeconds`` (3600), with ``iat`` and ``exp`` set."""
+    ``unsecuredLoginLifetimeSeconds`` (3600), with ``iat`` and ``exp`` set. ValueError, with
+    Kafka's reason, when the options make no token (no principal claim, a number that is not)."""
     claims: dict[str, Any] = {}
     for key, value in options.items():
         if key.startswith("unsecuredLoginStringClaim_"):
@@ -224,6 +225,9 @@ def unsecured_token(options: Mapping[str, str], now_ms: int) -> str:
             claims[key.removeprefix("unsecuredLoginNumberClaim_")] = int(number) if number.is_integer() else number
         elif key.startswith("unsecuredLoginListClaim_") and value:
             claims[key.removeprefix("unsecuredLoginListClaim_")] = [item for item in value[1:].split(value[0]) if item]
+    principal_claim = options.get("unsecuredLoginPrincipalClaimName", "").strip() or "sub"
+    if not isinstance(claims.get(principal_claim), str) or not claims[principal_claim].strip():
+        raise ValueError(f"No principal name in JWT claim: {principal_claim}")
     lifetime_s = int(options.get("unsecuredLoginLifetimeSeconds", "3600") or 3600)
     claims["iat"] = now_ms / 1000
     claims["exp"] = now_ms / 1000 + lifetime_s

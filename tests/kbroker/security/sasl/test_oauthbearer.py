@@ -32,6 +32,9 @@ UNSECURED_JAAS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLogin
                   'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="kafka" '
                   "unsecuredLoginListClaim_scope=\",kafka,other\";")
 JWT_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+# Kafka's broker logs in on the listener at start even when it validates signed JWTs there.
+JWT_LISTENER_JAAS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                     'unsecuredLoginStringClaim_sub="broker";')
 
 
 def b64url(data: bytes) -> str:
@@ -146,7 +149,7 @@ def jwt_factory(url: str, *extra: str) -> SaslServerFactory:
     return factory(f"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class={JWT_HANDLER}",
                    f"sasl.oauthbearer.jwks.endpoint.url={url}", "sasl.oauthbearer.expected.audience=kafka",
                    "sasl.oauthbearer.expected.issuer=https://issuer.test", *extra,
-                   jaas="org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;")
+                   jaas=JWT_LISTENER_JAAS)
 
 
 @pytest.mark.parametrize(("key", "kid"), [(RSA_KEY, "rsa-1"), (EC_KEY, "ec-1")])
@@ -182,7 +185,7 @@ def test_within_clock_skew_and_a_custom_subject_claim(jwks_file: Path) -> None:
 def test_an_audience_without_expected_audiences_is_refused_as_jose4j_does(jwks_file: Path) -> None:
     servers = factory(f"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class={JWT_HANDLER}",
                       f"sasl.oauthbearer.jwks.endpoint.url={jwks_file.as_uri()}",
-                      jaas="org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;")
+                      jaas=JWT_LISTENER_JAAS)
     fails_with_challenge(servers, signed(claims(), RSA_KEY, "rsa-1"))
     server = servers.create("OAUTHBEARER")
     server.evaluate_response(initial_response(signed(claims(aud=None, iss=None), RSA_KEY, "rsa-1")))
@@ -194,6 +197,10 @@ def test_misconfigurations_stop_start_up(tmp_path: Path) -> None:
         jwt_factory((tmp_path / "missing.json").as_uri())
     with pytest.raises(ConfigError, match="not supported by kbroker"):
         factory("listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=com.example.Mine")
+    # As Kafka's broker, which logs in with an unsecured token at start: no principal, no start.
+    with pytest.raises(ConfigError, match="No principal name in JWT claim: sub"):
+        factory(jaas='org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                     'unsecuredLoginStringClaim_name="x";')
 
 
 @pytest.fixture
