@@ -44,7 +44,7 @@ TIMEOUT_S = 30.0
 
 # Resources the cases use (one each where a success changes it).
 DATA, DELETED, PARTITIONED, CONFIGURED, TRIMMED, CREATED = "m-data", "m-delete", "m-parts", "m-conf", "m-rec", "m-new"
-GROUP, DELETED_GROUP, TXN = "m-group", "m-gdel", "m-txn"
+GROUP, DELETED_GROUP, JOINED_GROUP, TXN = "m-group", "m-gdel", "m-join", "m-txn"
 ALTERED_KEY = "retention.ms"
 
 
@@ -65,6 +65,7 @@ class Case:
     needs: tuple[Grant, ...]
     expected: str  # the error Kafka documents for the missing ACL
     action: Callable[[Context], Any]
+    given: tuple[Grant, ...] = ()  # ACLs in force in both runs (the case lacks only ``needs``)
 
 
 @dataclass
@@ -211,6 +212,44 @@ def _consume(ctx: Context) -> str:
         consumer.close()
 
 
+def _subscribe(ctx: Context) -> str:
+    """Join a group subscribed to the topic and read its first record."""
+    consumer = _consumer(ctx, JOINED_GROUP)
+    try:
+        consumer.subscribe([DATA])
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            name = "ok" if message.error() is None else kafka_error_name(message.error())
+            return "ok" if name == "_PARTITION_EOF" else name
+        return "timed out"
+    except Exception as exc:
+        return exc_name(exc)
+    finally:
+        consumer.close()
+
+
+def _offsets_in_transaction(ctx: Context) -> str:
+    """A transaction that commits a group's offsets (AddOffsetsToTxn, TxnOffsetCommit)."""
+    from confluent_kafka import Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": ctx.bootstrap, "transactional.id": TXN})
+    consumer = _consumer(ctx, GROUP)
+    try:
+        producer.init_transactions(TIMEOUT_S)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition(DATA, 0, 2)], consumer.consumer_group_metadata(),
+                                             TIMEOUT_S)
+        producer.commit_transaction(TIMEOUT_S)
+        return "ok"
+    except Exception as exc:
+        return exc_name(exc)
+    finally:
+        consumer.close()
+
+
 def _commit(ctx: Context) -> str:
     from confluent_kafka import TopicPartition
 
@@ -256,6 +295,13 @@ def confluent_cases() -> list[Case]:
         Case("confluent", "produce (transactional)",
              (Grant("TRANSACTIONAL_ID", TXN, "WRITE"), Grant(topic, DATA, "WRITE")),
              "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", lambda c: _produce(c, DATA, **{"transactional.id": TXN})),
+        Case("confluent", "produce (transactional), topic not allowed", (Grant(topic, DATA, "WRITE"),),
+             "TOPIC_AUTHORIZATION_FAILED", lambda c: _produce(c, DATA, **{"transactional.id": TXN}),
+             given=(Grant("TRANSACTIONAL_ID", TXN, "WRITE"),)),
+        Case("confluent", "send offsets to transaction", (Grant("GROUP", GROUP, "READ"), Grant(topic, DATA, "READ")),
+             "GROUP_AUTHORIZATION_FAILED", _offsets_in_transaction, given=(Grant("TRANSACTIONAL_ID", TXN, "WRITE"),)),
+        Case("confluent", "subscribe (join group)", (Grant(topic, DATA, "READ"), Grant("GROUP", JOINED_GROUP, "READ")),
+             "GROUP_AUTHORIZATION_FAILED", _subscribe),
         Case("confluent", "consume (assign)", (Grant(topic, DATA, "READ"), Grant("GROUP", GROUP, "READ")),
              "TOPIC_AUTHORIZATION_FAILED", _consume),
         Case("confluent", "commit offsets", (Grant(topic, DATA, "READ"), Grant("GROUP", GROUP, "READ")),
@@ -440,28 +486,33 @@ def run_on(target: Target, workdir: Path, cases: list[Case]) -> tuple[dict[str, 
     try:
         set_up(ctx)
         before = state(ctx)
-        denied = {f"{c.client} {c.api}": c.action(ctx) for c in cases}
+        denied = {}
+        for case in cases:
+            grant(ctx, case.given)
+            denied[f"{case.client} {case.api}"] = case.action(ctx)
+            revoke(ctx, case.given)
         after = state(ctx)
         allowed = {}
         for case in cases:
-            grant(ctx, case.needs)
+            grant(ctx, case.given + case.needs)
             allowed[f"{case.client} {case.api}"] = case.action(ctx)
-            revoke(ctx, case.needs)
+            revoke(ctx, case.given + case.needs)
         outcomes = {key: (denied[key], allowed[key]) for key in denied}
         return outcomes, {"before": before, "after": after}
     finally:
         ctx.cli.close()
 
 
-def describe_needs(needs: tuple[Grant, ...]) -> str:
-    return ", ".join(f"{g.operation} {g.resource.replace('BROKER', 'Cluster').title()}:{g.name}" for g in needs)
+def describe_needs(needs: tuple[Grant, ...], given: tuple[Grant, ...] = ()) -> str:
+    text = ", ".join(f"{g.operation} {g.resource.replace('BROKER', 'Cluster').title()}:{g.name}" for g in needs)
+    return f"{text} (holding {describe_needs(given)})" if given else text
 
 
 def rows(cases: list[Case], kafka: dict[str, tuple[str, str]], kbroker: dict[str, tuple[str, str]]) -> list[Row]:
     out = []
     for case in cases:
         key = f"{case.client} {case.api}"
-        out.append(Row(case.client, case.api, describe_needs(case.needs), case.expected,
+        out.append(Row(case.client, case.api, describe_needs(case.needs, case.given), case.expected,
                        {"kafka": kafka[key][0], "kbroker": kbroker[key][0]},
                        {"kafka": kafka[key][1], "kbroker": kbroker[key][1]}))
     return out
