@@ -12,6 +12,7 @@ from kbroker.security.sasl.scram import ScramServer, salted_password
 from kbroker.security.sasl.scram_seeding import parse_add_scram
 from kbroker.security.scram_credentials import ScramCredentials
 from tests.kbroker.security.sasl.test_scram import RFC_CLIENT_FINAL, RFC_CLIENT_FIRST, RFC_SALT, RFC_SERVER_FINAL
+from tests.kbroker.test_cli import run_cli
 
 
 def test_a_password_makes_a_credential_with_a_random_salt_and_4096_iterations() -> None:
@@ -56,3 +57,13 @@ def test_kafkas_format_errors_never_repeating_the_password(argument: str, messag
         parse_add_scram(argument)
     assert str(failure.value) == f"--add-scram: {message}"
     assert "password=b" not in str(failure.value)
+
+
+def test_a_bad_add_scram_exits_2_without_starting(tmp_path) -> None:
+    result = run_cli("serve", "--override", "log.dirs=./d", "--add-scram",
+                     "SCRAM-SHA-256=[name=alice,password=alice-secret,iterations=100]", cwd=str(tmp_path))
+    assert result.returncode == 2
+    assert ("--add-scram: The 'iterations' value must be >= 4096 for add-scram using SCRAM-SHA-256"
+            in result.stderr)
+    assert "alice-secret" not in result.stderr
+    assert not (tmp_path / "d").exists()
