@@ -62,6 +62,10 @@ FIRST_ADD_PARTITION = 12  # the partition is added to the transaction, not only 
 # Coordinator errors older producers would not retry: answered as NOT_ENOUGH_REPLICAS (retriable).
 UNVERIFIABLE = (ErrorCode.network_exception, ErrorCode.coordinator_load_in_progress,
                 ErrorCode.coordinator_not_available, ErrorCode.not_coordinator)
+# Kafka's internal topics: only their coordinators write them, and a client only under Kafka's
+# admin client id (ReplicaManager's internalTopicsAllowed), else INVALID_TOPIC_EXCEPTION.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+ADMIN_CLIENT_ID = "__admin_client"
 _PARTITION_FIXED = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 _INT64 = struct.Struct(">q")
 
@@ -134,6 +138,9 @@ async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> obje
                 result = ProduceResult(ErrorCode.transactional_id_authorization_failed)
             elif denied and (info.name if info is not None else name) in denied:
                 result = ProduceResult(ErrorCode.topic_authorization_failed)
+            elif info is not None and info.name in INTERNAL_TOPICS and ctx.header.client_id != ADMIN_CLIENT_ID:
+                result = ProduceResult(ErrorCode.invalid_topic_exception,
+                                       error_message=f"Cannot append to internal topic {info.name}")
             elif not valid_acks:
                 result = ProduceResult(ErrorCode.invalid_required_acks)
             elif info is None:

@@ -28,16 +28,22 @@ SETTINGS = {
 
 
 @pytest.fixture(scope="module")
-def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaCliClient]:
-    workdir = tmp_path_factory.mktemp("acls")
-    broker = BrokerProcess(str(workdir / "data"), SETTINGS)
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(str(tmp_path_factory.mktemp("acls") / "data"), SETTINGS)
     broker.start()
-    client = JavaCliClient(broker.bootstrap, Path(workdir / "cli"))
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="module")
+def cli(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaCliClient]:
+    client = JavaCliClient(broker.bootstrap, Path(tmp_path_factory.mktemp("acls-cli")))
     try:
         yield client
     finally:
         client.close()
-        broker.close()
 
 
 def acls(cli: JavaCliClient, *args: str) -> list[str]:
@@ -104,3 +110,21 @@ def test_cluster_and_transactional_id_acls(cli: JavaCliClient) -> None:
         entry("User:erin", "IDEMPOTENT_WRITE")}
     assert listed(cli, "--transactional-id", "ledger-tx") == {entry("User:erin", "WRITE"),
                                                              entry("User:erin", "DESCRIBE")}
+
+
+def test_internal_topics_refuse_client_writes_even_from_a_super_user(broker: BrokerProcess) -> None:
+    """As Kafka's ReplicaManager: only its coordinators append to __consumer_offsets (a client
+    only under the admin client id), whatever the ACLs say."""
+    from confluent_kafka import Consumer, Producer
+
+    # A consumer with a group looks for its coordinator, which makes __consumer_offsets.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "makes-offsets-topic"})
+    ok, _listed = wait_until(
+        lambda: "__consumer_offsets" in consumer.list_topics(timeout=10).topics, bool, 15.0)
+    consumer.close()
+    assert ok
+    outcomes: list[str] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("__consumer_offsets", b"forged", on_delivery=lambda err, _m: outcomes.append(err.name()))
+    producer.flush(15)
+    assert outcomes == ["TOPIC_EXCEPTION"]  # librdkafka's name for INVALID_TOPIC_EXCEPTION
