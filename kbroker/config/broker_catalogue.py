@@ -66,6 +66,11 @@ _NON_EMPTY_LISTS = frozenset({
 ACTED_ON = frozenset({
     "listeners", "advertised.listeners", "log.dirs", "log.dir", "node.id", "broker.id", "process.roles",
     "authorizer.class.name",
+    "sasl.enabled.mechanisms", "sasl.server.callback.handler.class", "sasl.login.callback.handler.class",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
     "num.partitions", "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable",
     "message.max.bytes", "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.roll.jitter.ms",
     "log.roll.jitter.hours", "log.retention.ms", "log.retention.minutes", "log.retention.hours",
