@@ -268,6 +268,23 @@ def _listed(ctx: Context) -> str:
     return "ok" if DATA in topics else "not listed"
 
 
+def _operations(ctx: Context, kind: str) -> str:
+    """``ok: <operations>``: the authorized operations a describe answers for the topic or group."""
+    from confluent_kafka import TopicCollection
+
+    try:
+        if kind == "topic":
+            futures = ctx.admin.describe_topics(TopicCollection([DATA]), include_authorized_operations=True,
+                                                request_timeout=TIMEOUT_S)
+        else:
+            futures = ctx.admin.describe_consumer_groups([GROUP], include_authorized_operations=True,
+                                                         request_timeout=TIMEOUT_S)
+        [description] = [f.result(timeout=TIMEOUT_S) for f in futures.values()]
+    except Exception as exc:
+        return exc_name(exc)
+    return "ok: " + ",".join(sorted(op.name for op in description.authorized_operations or ()))
+
+
 def _admin(ctx: Context, method: str, *args: Any, **kwargs: Any) -> str:
     return _future(lambda: getattr(ctx.admin, method)(*args, request_timeout=TIMEOUT_S, **kwargs))
 
@@ -322,6 +339,10 @@ def confluent_cases() -> list[Case]:
              lambda c: _admin(c, "delete_records", [TopicPartition(TRIMMED, 0, 1)])),
         Case("confluent", "list offsets", (Grant(topic, DATA, "DESCRIBE"),), "TOPIC_AUTHORIZATION_FAILED",
              lambda c: _admin(c, "list_offsets", {TopicPartition(DATA, 0): OffsetSpec.latest()})),
+        Case("confluent", "describe topics (authorized operations)", (Grant(topic, DATA, "READ"),),
+             "TOPIC_AUTHORIZATION_FAILED", lambda c: _operations(c, "topic")),
+        Case("confluent", "describe groups (authorized operations)", (Grant("GROUP", GROUP, "READ"),),
+             "GROUP_AUTHORIZATION_FAILED", lambda c: _operations(c, "group")),
         Case("confluent", "describe consumer groups", (Grant("GROUP", GROUP, "DESCRIBE"),),
              "GROUP_AUTHORIZATION_FAILED", lambda c: _admin(c, "describe_consumer_groups", [GROUP])),
         Case("confluent", "list consumer group offsets",
@@ -526,7 +547,8 @@ def markdown(table: list[Row], unchanged: dict[str, bool]) -> str:
         "",
         "Written by `tests/end_to_end/test_acls_deny_matrix.py` (compat/scenarios/acls.py): each API run by",
         "User:ANONYMOUS without the ACLs it needs, then with them, on Apache Kafka 4.3.1 and kbroker",
-        "(StandardAuthorizer, every resource carrying ACLs). 'ok' is success.",
+        "(StandardAuthorizer, every resource carrying ACLs). 'ok' is success ('ok: ...' lists the",
+        "authorized operations a describe answered).",
         "",
         f"Cases: {len(table)}; identical on both brokers: {same}; state unchanged by the denied runs: "
         + ", ".join(f"{broker} {'yes' if ok else 'NO'}" for broker, ok in unchanged.items()),

@@ -33,4 +33,4 @@ def test_every_api_denied_and_allowed_as_kafka_does(tmp_path: Path) -> None:
     differing = [r for r in table if r.denied["kafka"] != r.denied["kbroker"]
                  or r.allowed["kafka"] != r.allowed["kbroker"]]
     assert not differing, differing
-    assert all(r.allowed["kbroker"] == "ok" for r in table), table
+    assert all(r.allowed["kbroker"].startswith("ok") for r in table), table
