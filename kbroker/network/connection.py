@@ -85,7 +85,8 @@ class ConnectionOwner(Protocol):
 
 class KafkaConnection(asyncio.BufferedProtocol):
     __slots__ = (
-        "_drained", "_fd", "_filled", "_frame_size", "_muted", "_partial", "_pending", "_reserved", "client_host",
+        "_drained", "_fd", "_filled", "_frame_size", "_muted", "_partial", "_pending", "_reserved", "_throttled",
+        "client_host",
         "closed", "closed_by_peer", "draining", "in_flight", "last_active", "listener", "peer", "server", "transport",
     )
 
@@ -107,6 +108,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._pending: memoryview | None = None  # received, not yet parsed: a view of bytes we own
         self._reserved = 0  # bytes this connection holds from the MemoryPool
         self._muted = False  # waiting for the MemoryPool
+        self._throttled = False  # over a client quota: not read until its throttle time has passed
         self._drained: asyncio.Future[None] | None = None  # set while the transport's buffer is full
 
     # --- asyncio protocol callbacks -------------------------------------------------------
@@ -145,7 +147,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         start = len(self._pending) if self._pending else 0
         self._pending = None
         data = memoryview(self.server.receive_buffer)[: start + nbytes]
-        if self.in_flight is not None or self._muted or self.draining:
+        if self.in_flight is not None or self._muted or self._throttled or self.draining:
             self._wait_with(data, shared=True)  # one request at a time
             return
         frame = self._parse(data, shared=True)
@@ -257,6 +259,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.server.pool.release(self._reserved)
             self._reserved = 0
 
+    def _throttle(self, seconds: float) -> None:
+        """Read nothing from this client for ``seconds``: a timer resumes it, no task waits (so a
+        shutdown does not wait for a throttled client either)."""
+        self._throttled = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        self.server.loop.call_later(seconds, self._end_throttle)
+
+    def _end_throttle(self) -> None:
+        self._throttled = False
+        frame = self._next_frame()
+        if frame is not None:
+            self._start(frame)
+
     def memory_available(self) -> None:
         """The MemoryPool has memory again: retry the request that waited for it."""
         self._muted = False
@@ -306,8 +322,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 await self._send(response)
                 if self._drained is not None:
                     await self._drained  # the client is not reading its responses: read no more from it
-                if mute_s:
-                    await asyncio.sleep(mute_s)  # KIP-219's muted channel: nothing is read from it meanwhile
+                if mute_s:  # KIP-219's muted channel: nothing is read from the client meanwhile
+                    self._throttle(mute_s)
+                    return
                 if self.closed:
                     return
                 self.server.touch(self)
