@@ -43,10 +43,14 @@ SCRAM_ITERATIONS = 4096
 def broker_jaas(mechanism: str) -> str:
     """The broker's ``sasl.jaas.config`` for ``mechanism``: PLAIN lists its users (and the
     broker's own login, Kafka's usual layout), SCRAM reads credentials from the metadata,
-    OAUTHBEARER validates unsecured (``alg: none``) tokens, Kafka's development default."""
+    OAUTHBEARER validates unsecured (``alg: none``) tokens, Kafka's development default, with the
+    broker's own unsecured login naming admin as in Kafka's documentation (Kafka 4.3.1 also
+    starts without that option; kbroker, for now, refuses to)."""
     if mechanism == "PLAIN":
         users = " ".join(f'user_{name}="{password}"' for name, password in USERS.items())
         return f'{LOGIN_MODULES[mechanism]} required username="admin" password="{USERS["admin"]}" {users};'
+    if mechanism == "OAUTHBEARER":
+        return f'{LOGIN_MODULES[mechanism]} required unsecuredLoginStringClaim_sub="admin";'
     return f"{LOGIN_MODULES[mechanism]} required;"
 
 
