@@ -71,6 +71,8 @@ ACTED_ON = frozenset({
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.expected.audience",
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name",
     "sasl.oauthbearer.clock.skew.seconds",
+    "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
+    "controller.quota.window.size.seconds",
     "num.partitions", "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable",
     "message.max.bytes", "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.roll.jitter.ms",
     "log.roll.jitter.hours", "log.retention.ms", "log.retention.minutes", "log.retention.hours",
