@@ -1,14 +1,15 @@
 """Client quotas with real clients: ``kafka-configs`` sets and describes them (Kafka's CLI from
-the compat jars), and a confluent-kafka producer over its ``producer_byte_rate`` is throttled —
+the compat jars), a confluent-kafka producer over its ``producer_byte_rate`` is throttled —
 librdkafka reports the broker's throttle_time_ms through ``throttle_cb`` — while a producer
-without a quota on the same broker never is."""
+without a quota on the same broker never is, and a consumer over its ``consumer_byte_rate`` is
+throttled too."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat.scenarios.protocol import RawConnection
@@ -98,3 +99,28 @@ def test_a_producer_over_its_byte_rate_is_throttled_and_another_is_not(broker: B
     assert errors == []
     limited.purge()  # what is left would take ~30 s at 100 KiB/s
     limited.flush(DEADLINE_S)
+
+
+def test_a_consumer_over_its_byte_rate_is_throttled_and_still_reads_in_order(broker: BrokerProcess) -> None:
+    topic = "quota-fetched"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: its futures need a live handle
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(300):  # 3 MiB: beyond the ~1 MiB ten windows of 100 KiB/s let through unthrottled
+        producer.produce(topic, VALUE, key=b"%d" % i)
+    assert producer.flush(DEADLINE_S) == 0
+    set_client_quota(broker.bootstrap, "slow-reader", "consumer_byte_rate", 102400)
+    throttles: list[float] = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "slow-reader", "group.id": "quota-g",
+                         "auto.offset.reset": "earliest",
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    consumer.subscribe([topic])
+    keys: list[bytes] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while not throttles and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            keys.append(message.key())
+    consumer.close()
+    assert throttles and max(throttles) > 0, "the consumer over its quota was never told a throttle time"
+    assert keys == [b"%d" % i for i in range(len(keys))]  # what it read before the throttle: in order, no gap
