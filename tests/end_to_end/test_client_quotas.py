@@ -124,3 +124,20 @@ def test_a_consumer_over_its_byte_rate_is_throttled_and_still_reads_in_order(bro
     consumer.close()
     assert throttles and max(throttles) > 0, "the consumer over its quota was never told a throttle time"
     assert keys == [b"%d" % i for i in range(len(keys))]  # what it read before the throttle: in order, no gap
+
+
+def test_a_client_over_its_request_percentage_is_throttled(broker: BrokerProcess) -> None:
+    topic = "quota-busy"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: its futures need a live handle
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    set_client_quota(broker.bootstrap, "busy", "request_percentage", 0.01)  # 100 µs of handler time a second
+    throttles: list[float] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "busy", "linger.ms": 0,
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    deadline = time.monotonic() + DEADLINE_S
+    while not throttles and time.monotonic() < deadline:
+        producer.produce(topic, b"x")
+        producer.flush(DEADLINE_S)
+    assert throttles, "the client over its request_percentage was never told a throttle time"
+    assert 0 < max(throttles) <= 1.0  # Kafka caps a request quota's throttle at one window (1 s)
+    producer.flush(DEADLINE_S)

@@ -154,3 +154,35 @@ def test_permissive_mutation_quota_serves_and_tells_the_client_to_wait() -> None
     quota.record(15)
     quota.check()  # never refuses
     assert quota.throttle_time().total_seconds() == 4.0
+
+
+def test_request_time_counts_the_handlers_steps_not_its_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """request_percentage's kbroker analogue: the time a handler runs on the event loop, between
+    its awaits (a fake clock: each step advances it; the wait in between advances it more)."""
+    import asyncio
+
+    from kbroker.quotas import client_quotas
+
+    now = [0.0]
+    monkeypatch.setattr(client_quotas.time, "perf_counter", lambda: now[0])
+
+    async def handler() -> str:
+        now[0] += 0.005  # a step of 5 ms
+        await waited
+        now[0] += 0.007  # and one of 7 ms after the wait
+        return "answer"
+
+    async def main() -> tuple[object, float]:
+        nonlocal waited
+        waited = asyncio.get_running_loop().create_future()
+        timed = client_quotas._TimedSteps(handler())
+        task = asyncio.ensure_future(timed)
+        await asyncio.sleep(0)
+        now[0] += 1.0  # a second passes while the handler waits: not its time
+        waited.set_result(None)
+        return await task, timed.busy
+
+    waited: asyncio.Future[None]
+    answer, busy = asyncio.run(main())
+    assert answer == "answer"
+    assert busy == pytest.approx(0.012)
