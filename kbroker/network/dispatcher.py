@@ -126,7 +126,7 @@ class Dispatcher(Generic[S]):
         if response is NO_RESPONSE or isinstance(response, EncodedResponse):
             return response
         if isinstance(response, ThrottledResponse):  # encoded here; the connection mutes the client
-            if not isinstance(response.response, EncodedResponse):
+            if response.response is not NO_RESPONSE and not isinstance(response.response, EncodedResponse):
                 response.response = encode_response(correlation_id, api_key, response.response)
             return response
         return encode_response(correlation_id, api_key, response)

@@ -6,7 +6,7 @@ broker without quotas). Then, as Kafka's KafkaApis does:
 
 - Produce records the request's size against ``producer_byte_rate`` and, unless acks=0, its
   handler time against ``request_percentage``; the response goes out at once carrying the larger
-  throttle time.
+  throttle time (acks=0: no response, the client is only muted).
 - Fetch from a consumer (followers are exempt) asks for at most what the consumer quota allows in
   a window (``consumer_byte_rate`` x (``quota.window.num`` - 1) x window), records the response's
   size and handler time; when either is over quota the data is not sent: the answer is an empty
@@ -105,9 +105,12 @@ class ClientQuotas:
                 request = dataclasses.replace(request, max_bytes=int(window_bytes))
         timed = _TimedSteps(handler.handle(context, request))
         response = await timed
-        if follower or api_key in _EXEMPT or response is NO_RESPONSE:
-            return response  # acks=0 produce: nothing to throttle on (Kafka skips the request quota too)
+        if follower or api_key in _EXEMPT:
+            return response
         now = self.now_ms()
+        if response is NO_RESPONSE:  # acks=0: its bytes count (not its handler time, as Kafka); muted, no answer
+            throttle = self.produce.record(configs, user, client_id, request_bytes, now)
+            return ThrottledResponse(response, throttle) if throttle else response
         request_throttle = self.request.record(configs, user, client_id, timed.busy * _PERCENT_PER_SECOND, now)
         byte_throttle = 0
         if api_key == PRODUCE:
@@ -179,8 +182,10 @@ def with_throttle_time(api_key: int, api_version: int, response: object, throttl
         patched = bytearray(first)
         if api_key == PRODUCE:  # the last field, before the flexible versions' tagged fields
             position = len(patched) - 4 - (1 if api_version >= _PRODUCE_FIRST_FLEXIBLE else 0)
-        else:  # Fetch: the first field after the response header
+        elif api_key == FETCH:  # the first field after the response header
             position = 8 + (1 if api_version >= _FETCH_FIRST_FLEXIBLE else 0)
+        else:
+            return response  # no other API packs its response by hand
         _INT32.pack_into(patched, position, throttle_ms)
         return EncodedResponse([bytes(patched), *response.chunks[1:]])
     if dataclasses.is_dataclass(response) and has_field(type(response), "throttle_time"):
