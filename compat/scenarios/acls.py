@@ -41,6 +41,7 @@ AUTHORIZER_SETTINGS = {
 ANONYMOUS = "User:ANONYMOUS"
 ACL_WAIT_S = 30.0
 TIMEOUT_S = 30.0
+READ_WINDOW_S = 10.0
 
 # Resources the cases use (one each where a success changes it).
 DATA, DELETED, PARTITIONED, CONFIGURED, TRIMMED, CREATED = "m-data", "m-delete", "m-parts", "m-conf", "m-rec", "m-new"
@@ -417,6 +418,84 @@ def _delete_records_tool(ctx: Context) -> str:
     return _tool(ctx, DELETE_RECORDS, "--offset-json-file", str(spec))
 
 
+# --- what the cases do (kafka-python) ----------------------------------------------------------
+
+
+def _python_error(exc: BaseException | type) -> str:
+    """kafka-python's error class name (it reports some errors as classes, some as instances)."""
+    return exc.__name__ if isinstance(exc, type) else type(exc).__name__
+
+
+def _python(call: Callable[[], Any]) -> str:
+    try:
+        call()
+        return "ok"
+    except Exception as exc:
+        return _python_error(exc)
+
+
+def _python_produce(ctx: Context) -> str:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=ctx.bootstrap, max_block_ms=10000, retries=0)
+    try:
+        return _python(lambda: producer.send(DATA, b"value").get(timeout=TIMEOUT_S))
+    finally:
+        producer.close(timeout=5)
+
+
+def _python_consume(ctx: Context) -> str:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=None, auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    try:
+        consumer.assign([TopicPartition(DATA, 0)])
+        # kafka-python retries a topic it may not read until its poll gives up: a short window.
+        deadline = time.monotonic() + READ_WINDOW_S
+        while time.monotonic() < deadline:
+            try:
+                if any(consumer.poll(timeout_ms=1000).values()):
+                    return "ok"
+            except Exception as exc:
+                return _python_error(exc)
+        return "timed out"
+    finally:
+        consumer.close()
+
+
+def _python_admin(ctx: Context, call: Callable[[Any], Any]) -> str:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=ctx.bootstrap, request_timeout_ms=int(TIMEOUT_S * 1000))
+    try:
+        return _python(lambda: call(admin))
+    finally:
+        admin.close()
+
+
+def python_cases() -> list[Case]:
+    from kafka import TopicPartition
+    from kafka.admin import NewPartitions, NewTopic
+
+    topic = "TOPIC"
+    return [
+        Case("kafka-python", "produce", (Grant(topic, DATA, "WRITE"),), "TOPIC_AUTHORIZATION_FAILED", _python_produce),
+        Case("kafka-python", "consume (assign)", (Grant(topic, DATA, "READ"),), "TOPIC_AUTHORIZATION_FAILED",
+             _python_consume),
+        Case("kafka-python", "create topics", (Grant("BROKER", "kafka-cluster", "CREATE"),),
+             "TOPIC_AUTHORIZATION_FAILED",
+             lambda c: _python_admin(c, lambda a: a.create_topics([NewTopic(CREATED + "-p", 1, 1)]))),
+        Case("kafka-python", "delete topics", (Grant(topic, DELETED + "-p", "DELETE"),), "TOPIC_AUTHORIZATION_FAILED",
+             lambda c: _python_admin(c, lambda a: a.delete_topics([DELETED + "-p"]))),
+        Case("kafka-python", "create partitions", (Grant(topic, PARTITIONED + "-p", "ALTER"),),
+             "TOPIC_AUTHORIZATION_FAILED",
+             lambda c: _python_admin(c, lambda a: a.create_partitions({PARTITIONED + "-p": NewPartitions(2)}))),
+        Case("kafka-python", "delete records", (Grant(topic, TRIMMED + "-p", "DELETE"),), "TOPIC_AUTHORIZATION_FAILED",
+             lambda c: _python_admin(c, lambda a: a.delete_records({TopicPartition(TRIMMED + "-p", 0): 1}))),
+    ]
+
+
 # --- set-up and state -------------------------------------------------------------------------
 
 
@@ -438,10 +517,11 @@ def set_up(ctx: Context) -> None:
     grant(ctx, HARNESS)
     grant(ctx, PLACEHOLDERS, principal="User:nobody")
     grant(ctx, EVERYTHING)
-    topics = [DATA, DELETED, PARTITIONED, CONFIGURED, TRIMMED, DELETED + "-j", PARTITIONED + "-j", TRIMMED + "-j"]
+    topics = [DATA, DELETED, PARTITIONED, CONFIGURED, TRIMMED, *(f"{base}-{suffix}" for base in (
+        DELETED, PARTITIONED, TRIMMED) for suffix in ("j", "p"))]
     for future in ctx.admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
         future.result(timeout=TIMEOUT_S)
-    for name in (DATA, TRIMMED, TRIMMED + "-j"):
+    for name in (DATA, TRIMMED, TRIMMED + "-j", TRIMMED + "-p"):
         for _ in range(3):
             assert _produce(ctx, name) == "ok"
     # Kafka's broker has the controller create __transaction_state as the client's principal
@@ -467,8 +547,8 @@ def state(ctx: Context) -> dict[str, Any]:
     try:
         metadata = ctx.admin.list_topics(timeout=TIMEOUT_S).topics
         ends = ctx.admin.list_offsets({TopicPartition(t, 0): OffsetSpec.latest() for t in (DATA, TRIMMED)})
-        starts = ctx.admin.list_offsets({TopicPartition(t, 0): OffsetSpec.earliest() for t in (TRIMMED,
-                                                                                               TRIMMED + "-j")})
+        starts = ctx.admin.list_offsets({TopicPartition(t, 0): OffsetSpec.earliest()
+                                         for t in (TRIMMED, TRIMMED + "-j", TRIMMED + "-p")})
         config = ctx.admin.describe_configs([ConfigResource(ResourceType.TOPIC, CONFIGURED)])
         groups = {}
         for group in (GROUP, DELETED_GROUP, DELETED_GROUP + "-j"):

@@ -17,7 +17,7 @@ MATRIX = Path(__file__).resolve().parents[2] / "compat" / "ACL_MATRIX.md"
 
 
 def test_every_api_denied_and_allowed_as_kafka_does(tmp_path: Path) -> None:
-    cases = acls.confluent_cases() + acls.java_cases()
+    cases = acls.confluent_cases() + acls.java_cases() + acls.python_cases()
     outcomes: dict[str, dict[str, tuple[str, str]]] = {}
     states: dict[str, dict] = {}
     for target_class in (KafkaTarget, KbrokerTarget):
