@@ -198,6 +198,9 @@ def main(argv: list[str] | None = None, stop_requested: Callable[[], bool] = lam
     refusals: list[str] = []
     try:
         asyncio.run(_serve(config, stop_requested, cluster_id, cluster_id_origin, refusals, scram_users))
+    except ConfigError as exc:  # found while the listeners are built (a keystore that does not load)
+        print(f"kbroker: configuration error: {exc}", file=sys.stderr)
+        return 2
     except (OSError, RuntimeError) as exc:  # port in use, unreadable log dir, another node's or cluster's data
         print(f"kbroker: cannot start: {exc}", file=sys.stderr)
         return 1

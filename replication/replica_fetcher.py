@@ -195,7 +195,8 @@ class ReplicaFetcher:
         if self._client is None or (self._client.host, self._client.port) != (host, port):
             if self._client is not None:
                 self._client.close()
-            self._client = InterBrokerClient(host, port, self.links.source_host, f"broker-{self.broker_id}-fetcher")
+            self._client = InterBrokerClient(host, port, self.links.source_host, f"broker-{self.broker_id}-fetcher",
+                                             self.links.security)
         return self._client
 
     def _build_request(self, sent: SentFetch) -> fetch_request.FetchRequest:

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from .inter_broker_client import LinkSecurity
 from .quorum.partition_registration import PartitionRegistration
 
 # topic, partition, topic_id, leader_epoch, partition_epoch, new_isr -> the controller's answer.
@@ -43,3 +44,4 @@ class ClusterLinks:
     # join an ISR (registered with that epoch, not fenced, not shutting down)? None: always.
     replica_eligible: Callable[[int, int], bool] | None = None
     rack: Callable[[int], str | None] = lambda _broker_id: None  # broker.rack of a broker
+    security: LinkSecurity | None = None  # the inter-broker listener's TLS / SASL (None: PLAINTEXT)

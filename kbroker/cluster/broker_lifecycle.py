@@ -38,7 +38,7 @@ from kbroker.protocol.codec import build
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import batch_size_at, read_header
 from kbroker.replication.forwarding_controller import ForwardingController
-from kbroker.replication.inter_broker_client import InterBrokerClient
+from kbroker.replication.inter_broker_client import InterBrokerClient, LinkSecurity
 from kbroker.replication.loop_turns import LoopTurns
 from kbroker.replication.quorum import raft_snapshot
 from kbroker.replication.quorum.metadata_image import METADATA_TOPIC, MetadataImage, decode_batch
@@ -66,6 +66,8 @@ class LifecycleSettings:
     # The listener name the broker registers its inter-broker endpoint under.
     inter_broker_listener_name: str = "PLAINTEXT"
     rack: str | None = None  # broker.rack
+    # How the broker reaches the controllers (the controller listener's TLS / SASL), None: PLAINTEXT.
+    controller_security: LinkSecurity | None = None
 
 
 class LifecycleBroker(Protocol):
@@ -101,10 +103,14 @@ class LocalVoter(Protocol):
 
 class BrokerLifecycleManager:
     def __init__(self, broker: LifecycleBroker, settings: LifecycleSettings, bind_host: str, host: str, port: int,
-                 local_controller: LocalVoter | None = None) -> None:
+                 local_controller: LocalVoter | None = None,
+                 endpoints: tuple[tuple[str, str, int, int], ...] = ()) -> None:
         self.broker = broker
         self.settings = settings
         self.host, self.port = host, port  # this broker's (advertised) inter-broker endpoint
+        # Every (advertised) broker listener: name, host, port, security protocol id; registered
+        # so each client is told the endpoints of the listener it came on.
+        self.endpoints = endpoints or ((settings.inter_broker_listener_name, host, port, 0),)
         self.voters = {node: (h, p) for node, h, p in settings.quorum_voters}
         self.source = bind_host or None
         self.local_controller = local_controller  # this node's own voter (combined node), if any
@@ -178,14 +184,16 @@ class BrokerLifecycleManager:
                                                  client_id)
             self.heartbeats = self.control  # in process: no connection whose closing could fence us
         else:
-            self.control = InterBrokerClient(host, port, self.source, client_id)
+            security = self.settings.controller_security
+            self.control = InterBrokerClient(host, port, self.source, client_id, security)
             # Registration and heartbeats get a connection of their own (Kafka's lifecycle manager
             # has its own channel too): the controller fences a broker soon after the broker side
             # closes the connection its heartbeats came on (kbroker.broker.disconnect.fence.ms), and
             # a forwarded admin request that times out closes ``control``.
-            self.heartbeats = InterBrokerClient(host, port, self.source, client_id + "-heartbeat")
+            self.heartbeats = InterBrokerClient(host, port, self.source, client_id + "-heartbeat", security)
         # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.
-        self.metadata = InterBrokerClient(host, port, self.source, client_id + "-metadata")
+        self.metadata = InterBrokerClient(host, port, self.source, client_id + "-metadata",
+                                          self.settings.controller_security)
 
     def _find_controller(self, hint: int | None = None, failed: object = None) -> None:
         """Talk to another voter: the leader a controller named, or the next one in turn.
@@ -220,11 +228,11 @@ class BrokerLifecycleManager:
     async def _register(self) -> None:
         m = registration_v4
         while True:
-            listener = m.Listener(name=self.settings.inter_broker_listener_name,
-                                  host=self.host, port=self.port, security_protocol=0)
+            listeners = tuple(m.Listener(name=name, host=host, port=port, security_protocol=protocol)
+                              for name, host, port, protocol in self.endpoints)
             request = build(
                 m.BrokerRegistrationRequest, broker_id=self.broker.node_id, cluster_id=self.broker.cluster_id,
-                incarnation_id=self.incarnation_id, listeners=(listener,), features=(),
+                incarnation_id=self.incarnation_id, listeners=listeners, features=(),
                 rack=self.settings.rack, is_migrating_zk_broker=False, log_dirs=(),
                 previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
             )
@@ -486,9 +494,10 @@ class BrokerLifecycleManager:
         registration = self.image.brokers.get(broker_id)
         return None if registration is None else registration.rack
 
-    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+    def endpoint(self, broker_id: int, listener: str = "") -> tuple[str, int] | None:
+        """Where a registered broker listens on ``listener`` ("": its inter-broker listener)."""
         registration = self.image.brokers.get(broker_id)
-        return None if registration is None else (registration.host, registration.port)
+        return None if registration is None else registration.endpoint(listener)
 
     async def alter_partition(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
                               partition_epoch: int, new_isr: list[int]) -> PartitionRegistration:

@@ -31,7 +31,7 @@ from typing import Any
 
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.errors import ErrorCode
-from kbroker.replication.inter_broker_client import InterBrokerClient
+from kbroker.replication.inter_broker_client import InterBrokerClient, LinkSecurity
 from kbroker.replication.quorum.raft import RaftNode
 from kbroker.replication.quorum.raft_messages import (
     BeginQuorumEpochRequest,
@@ -66,9 +66,10 @@ _RESTART_LOG_INTERVAL_S = 30.0
 class QuorumDriver:
     def __init__(self, make_raft: Callable[[int], RaftNode], voters: dict[int, tuple[str, int]],
                  source_host: str | None, on_change: Callable[[], None], clock: Clock = SYSTEM_CLOCK,
-                 cluster_id: Callable[[], str] = lambda: "") -> None:
+                 cluster_id: Callable[[], str] = lambda: "", security: LinkSecurity | None = None) -> None:
         """``make_raft(now_ms)`` builds a RaftNode from the durable state (at start, and again
-        after a failed write); ``cluster_id()`` is this voter's cluster id ("" while unknown)."""
+        after a failed write); ``cluster_id()`` is this voter's cluster id ("" while unknown);
+        ``security`` how it reaches the other voters' controller listener."""
         self.make_raft = make_raft
         self.cluster_id = cluster_id
         self.refused_by: set[int] = set()  # voters that answered INCONSISTENT_CLUSTER_ID
@@ -79,7 +80,7 @@ class QuorumDriver:
         self._restarts_unlogged = 0
         self._restart_logged_at = -_RESTART_LOG_INTERVAL_S
         self.clients = {
-            voter: InterBrokerClient(host, port, source_host, f"controller-{self.raft.node_id}")
+            voter: InterBrokerClient(host, port, source_host, f"controller-{self.raft.node_id}", security)
             for voter, (host, port) in voters.items() if voter != self.raft.node_id
         }
         self._tasks: set[asyncio.Task[None]] = set()

@@ -32,8 +32,9 @@ KBROKER_DEFAULTS = {
     "process.roles": "broker,controller",
 }
 # Per-listener keys (``listener.name.<listener>.<key>``) configure a listener's security and
-# plugins; Kafka accepts them outside its ConfigDef, and so does kbroker (not acted on yet).
+# plugins, overriding ``<key>``; Kafka accepts them outside its ConfigDef, and so does kbroker.
 LISTENER_PREFIX = "listener.name."
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def parse_properties(text: str) -> list[tuple[int, str, str]]:
@@ -109,6 +110,7 @@ class KafkaConfig:
             _validate(key, value, sources[key])
         config = cls(values, sources)
         config._validate_socket_server()
+        config._validate_listener_security()
         return config
 
     def get(self, key: str) -> str | None:
@@ -207,15 +209,95 @@ class KafkaConfig:
                 "max.connections.per.ip.overrides is set"
             )
 
+    def listener_value(self, listener: str, key: str) -> tuple[str, str | None]:
+        """A per-listener key: ``listener.name.<listener>.<key>`` when set, else ``key`` (set or
+        its default); returns the key the value came from, and the value."""
+        prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{key}"
+        if prefixed in self.explicit:
+            return prefixed, self.explicit[prefixed]
+        return key, self.get(key)
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as Kafka makes it effective: on a KRaft node whose
+        map is not set and whose listeners use neither SSL nor SASL, the controller listeners
+        missing from the default map are PLAINTEXT."""
+        raw = self.get("listener.security.protocol.map") or ""
+        mapping: dict[str, str] = {}
+        for item in (part.strip() for part in raw.split(",")):
+            if not item:
+                continue
+            name, sep, protocol = item.partition(":")
+            if not sep or not name.strip():
+                raise ConfigError(f"Invalid value {raw} for configuration listener.security.protocol.map: "
+                                  f"Map entry '{item}' is not of the form 'name:protocol'")
+            if protocol.strip().upper() not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"Invalid security protocol `{protocol.strip()}` defined in "
+                                  "listener.security.protocol.map")
+            mapping[name.strip().upper()] = protocol.strip().upper()
+        if "listener.security.protocol.map" not in self.explicit:
+            secured = {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}
+            names = self.controller_listener_names | {name for name, _host, _port in self.listeners}
+            if not names & secured:
+                mapping.update((name, "PLAINTEXT") for name in self.controller_listener_names if name not in mapping)
+        return mapping
+
+    def security_protocol(self, listener: str) -> str:
+        """The security protocol of a listener name (ConfigError, as Kafka's, if it has none)."""
+        protocol = self.security_protocol_map.get(listener.upper())
+        if protocol is None:
+            raise ConfigError(f"Error creating broker listeners from '{self.get('listeners')}': "
+                              f"No security protocol defined for listener {listener.upper()}")
+        return protocol
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """``inter.broker.listener.name``, else the listener named like ``security.inter.broker.protocol``."""
+        name = self.get("inter.broker.listener.name")
+        return (name or self.get("security.inter.broker.protocol") or "PLAINTEXT").strip().upper()
+
+    def _validate_listener_security(self) -> None:
+        """Kafka's start-up checks of listener names against their security protocols."""
+        if "inter.broker.listener.name" in self.explicit and "security.inter.broker.protocol" in self.explicit:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol "
+                              "should be set.")
+        mapping = self.security_protocol_map
+        for key in ("listeners", "advertised.listeners"):
+            for name, _host, _port in parse_listeners(self.get(key) or "", key) if self.get(key) else ():
+                if name not in mapping:
+                    raise ConfigError(f"Error creating broker listeners from '{self.get(key)}': "
+                                      f"No security protocol defined for listener {name}")
+        if "inter.broker.listener.name" in self.explicit and self.inter_broker_listener_name not in mapping:
+            raise ConfigError(f"Listener with name {self.inter_broker_listener_name} defined in "
+                              "inter.broker.listener.name not found in listener.security.protocol.map.")
+        if "broker" not in self.process_roles:
+            return
+        protocol = mapping.get(self.inter_broker_listener_name, "")
+        if protocol.startswith("SASL_"):
+            mechanism = self.get("sasl.mechanism.inter.broker.protocol") or ""
+            _key, enabled = self.listener_value(self.inter_broker_listener_name, "sasl.enabled.mechanisms")
+            if mechanism not in [m.strip() for m in (enabled or "").split(",")]:
+                raise ConfigError("requirement failed: sasl.mechanism.inter.broker.protocol must be included in "
+                                  "sasl.enabled.mechanisms when SASL is used for inter-broker communication")
+
     def ignored_keys(self) -> list[str]:
         """The Kafka keys set here that kbroker accepts but does not act on yet."""
-        return sorted(k for k in self.explicit
-                      if k.startswith(LISTENER_PREFIX) or (k in BROKER_CONFIGS and not BROKER_CONFIGS[k].acted_on))
+        return sorted(k for k in self.explicit if not _acted_on(k))
 
     def unknown_keys(self) -> list[str]:
         """The keys set here that Kafka 4.3.1 does not define, each with where it was set."""
         return sorted(f"{k} (from {self.sources[k]})" for k in self.explicit
                       if k not in BROKER_CONFIGS and not k.startswith(LISTENER_PREFIX))
+
+
+def _acted_on(key: str) -> bool:
+    """Whether kbroker acts on a key set in the configuration; a per-listener key
+    (``listener.name.<l>.<key>``, or ``listener.name.<l>.<mechanism>.<key>``) as its ``<key>``."""
+    if key.startswith(LISTENER_PREFIX):
+        rest = key[len(LISTENER_PREFIX):].partition(".")[2]
+        candidates = (rest, rest.partition(".")[2])
+        return any(c in BROKER_CONFIGS and BROKER_CONFIGS[c].acted_on for c in candidates)
+    return key not in BROKER_CONFIGS or BROKER_CONFIGS[key].acted_on
 
 
 def parse_listeners(raw: str, key: str) -> list[tuple[str, str, int]]:

@@ -4,7 +4,8 @@ The broker epoch is the metadata offset of the registration record, so a restart
 always gets a higher epoch (KIP-903). A second live incarnation of the same node id is refused
 with DUPLICATE_BROKER_REGISTRATION until the old one's session expires — unless it registers
 from this controller's own process (a restarted combined node: its predecessor is gone). A cluster id other than
-the metadata log's gets INCONSISTENT_CLUSTER_ID. The broker's address is its inter-broker listener.
+the metadata log's gets INCONSISTENT_CLUSTER_ID. The broker's address is its inter-broker listener;
+every listener it names is registered too (clients are answered the endpoint of their own listener).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
                 request.broker_id, str(request.incarnation_id), listener.host, listener.port, request.rack,
                 services.clock.wall_ms(), getattr(request, "previous_broker_epoch", -1),
                 same_process=ctx.client_host == LOCAL_HOST, connection=ctx.connection,
+                endpoints=tuple((lis.name, lis.host, lis.port) for lis in request.listeners),
             )
             await services.committed()
         except KafkaError as exc:

@@ -1,7 +1,8 @@
 """DescribeCluster (key 60), v0-2.
 
 Answers the cluster id, the controller (on a single node, this node; in a cluster, a live
-broker, as KRaft brokers answer) and the live brokers with their advertised endpoints.
+broker, as KRaft brokers answer) and the live brokers with their advertised endpoints on the
+listener the request came on.
 endpoint_type (v1+) must be 1 (brokers), as on a Kafka broker listener: asking for controllers
 (2) is MISMATCHED_ENDPOINT_TYPE, anything else UNSUPPORTED_ENDPOINT_TYPE, both answered with
 endpoint type 1 and no brokers. include_fenced_brokers (v2) changes nothing: fenced brokers
@@ -46,7 +47,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     else:
         brokers = tuple(
             build(m.DescribeClusterBroker, broker_id=node, host=host, port=port, rack=rack, is_fenced=False)
-            for node, host, port, rack in services.cluster.live_brokers()
+            for node, host, port, rack in services.cluster.live_brokers(ctx.listener)
         )
     operations = AUTHORIZED_OPERATIONS_OMITTED
     if request.include_cluster_authorized_operations and error == ErrorCode.none:

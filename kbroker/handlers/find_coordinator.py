@@ -99,7 +99,7 @@ async def _coordinator(ctx: RequestContext[Services], key_type: int, key: str) -
     else:
         index = services.group_offsets.partition_for(key)
     reg = catalogue.partition_registration(topic, index)
-    endpoint = services.cluster.endpoint(reg.leader) if reg is not None else None
+    endpoint = services.cluster.endpoint(reg.leader, ctx.listener) if reg is not None else None
     if reg is None or endpoint is None:
         return NOT_AVAILABLE
     return ErrorCode.none, None, reg.leader, endpoint[0], endpoint[1]

@@ -59,7 +59,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     include_ops = getattr(request, "include_topic_authorized_operations", False)
     include_cluster_ops = getattr(request, "include_cluster_authorized_operations", False)  # v8-10
     topics = []
-    brokers = services.cluster.live_brokers()
+    brokers = services.cluster.live_brokers(ctx.listener)  # their endpoints on the request's listener
     live = {b[0] for b in brokers}
     if requested is None or (version == 0 and not requested):
         hidden = denied_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, catalogue.topics)

@@ -151,10 +151,13 @@ class ClusterView(Protocol):
         """What Metadata and DescribeCluster name as controller: a live broker, as KRaft brokers answer."""
         ...
 
-    def live_brokers(self) -> list[BrokerEndpoint]: ...
+    def live_brokers(self, listener: str = "") -> list[BrokerEndpoint]:
+        """The unfenced brokers with their endpoints on ``listener`` (a request's
+        ``RequestContext.listener``; "": the inter-broker listener); those without it are left out."""
+        ...
 
-    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        """Where clients reach a registered broker (its inter-broker listener)."""
+    def endpoint(self, broker_id: int, listener: str = "") -> tuple[str, int] | None:
+        """Where clients of ``listener`` reach a registered broker ("": its inter-broker listener)."""
         ...
 
     def finalized_features(self) -> tuple[int, Mapping[str, int]]:

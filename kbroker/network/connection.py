@@ -25,7 +25,14 @@ Memory follows the bytes that arrived, never a declared size:
   once the prefix is read and given back after the request is handled; while the pool is
   exhausted the connection is not read (muted) until memory is released.
 
-Fetch responses send segment bytes with ``loop.sendfile`` (zero copy) when large.
+Fetch responses send segment bytes with ``loop.sendfile`` (zero copy) when large; over TLS the
+bytes must be encrypted, so the segment range is read and written through the TLS transport.
+
+Security (``ListenerSecurity``, from the listener's protocol): on SSL the client certificate
+names the connection's principal once the handshake is done (the transport exists only then); on
+SASL_* every frame goes to the connection's SaslServerAuthenticator until it has authenticated,
+and afterwards a re-authentication or an expired session does. Each request's RequestContext
+carries the connection's principal and listener name.
 """
 
 from __future__ import annotations
@@ -39,8 +46,13 @@ import termios
 from typing import Protocol
 
 from kbroker.network.context import EncodedResponse, ThrottledResponse
+from kbroker.network.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
 from kbroker.network.memory_pool import MemoryPool
 from kbroker.network.rate_limited_log import RateLimitedLogger
+from kbroker.network.sasl_authenticator import SaslServerAuthenticator
+from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
+from kbroker.security.ssl_principal import principal_of_certificate
+from kbroker.security.ssl_principal_mapper import NoMatchingRule
 from kbroker.storage.log import FetchSlice
 
 log = logging.getLogger(__name__)
@@ -54,10 +66,13 @@ _MIN_PARTIAL = 64 * 1024
 # paused after keeping this much, and the rest waits in the kernel (outside our memory).
 _READ_WHILE_IN_FLIGHT = 4096
 SENDFILE_THRESHOLD = 64 * 1024
+# The first bytes of a TLS handshake record (content type 22, version 3.x), read as a size prefix.
+_TLS_RECORD_START = b"\x16\x03"
 
 
 class RequestDispatcher(Protocol):
-    async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes | EncodedResponse | object | None:
+    async def dispatch(self, frame: bytearray, client_host: str, peer: str, principal: KafkaPrincipal = ANONYMOUS,
+                       listener: str = "") -> bytes | EncodedResponse | object | None:
         """The encoded response, NO_RESPONSE (acks=0), or None to close the connection."""
         ...
 
@@ -86,15 +101,20 @@ class ConnectionOwner(Protocol):
 class KafkaConnection(asyncio.BufferedProtocol):
     __slots__ = (
         "_drained", "_fd", "_filled", "_frame_size", "_muted", "_partial", "_pending", "_reserved", "_throttled",
-        "client_host",
-        "closed", "closed_by_peer", "draining", "in_flight", "last_active", "listener", "peer", "server", "transport",
+        "authenticator",
+        "client_host", "closed", "closed_by_peer", "draining", "in_flight", "last_active", "listener", "peer",
+        "principal", "security", "server", "transport",
     )
 
-    def __init__(self, server: ConnectionOwner, listener: str, client_host: str, peer: str) -> None:
+    def __init__(self, server: ConnectionOwner, listener: str, client_host: str, peer: str,
+                 security: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
         self.server = server
         self.listener = listener
         self.client_host = client_host
         self.peer = peer
+        self.security = security
+        self.principal = ANONYMOUS  # until a client certificate or SASL names another
+        self.authenticator: SaslServerAuthenticator | None = None  # SASL listeners
         self.transport: asyncio.Transport | None = None
         self.last_active = 0.0  # loop time of the last read or response, for connections.max.idle.ms
         self.in_flight: asyncio.Task[None] | None = None  # the request being handled
@@ -117,6 +137,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's are not asyncio.Transport
         self._fd = transport.get_extra_info("socket").fileno()
         self.server.connection_made(self)
+        security = self.security
+        if security.principal_mapper is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            certificate = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            try:
+                self.principal = principal_of_certificate(certificate, security.principal_mapper)
+            except NoMatchingRule as exc:
+                _limited.info("closing %s on %s: %s (ssl.principal.mapping.rules)", self.peer, self.listener, exc)
+                self.close()
+        if security.sasl is not None:
+            self.authenticator = SaslServerAuthenticator(security.sasl, self._dispatch_unauthenticated, self.peer)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         partial = self._partial
@@ -200,11 +231,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._keep(data, shared)
                 return None
             (size,) = _SIZE.unpack_from(data, 0)
-            if size < 0 or size > self.server.max_request_bytes:
-                _limited.warning(
-                    "closing connection from %s: request size %d is outside 0..%d (socket.request.max.bytes)",
-                    self.peer, size, self.server.max_request_bytes,
-                )
+            limit, key = self.server.max_request_bytes, "socket.request.max.bytes"
+            if self.authenticator is not None and self.authenticator.max_frame_size is not None:
+                limit, key = min(limit, self.authenticator.max_frame_size), "sasl.server.max.receive.size"
+            if size < 0 or size > limit:
+                hint = " (a TLS handshake on a listener without TLS?)" if data[:2] == _TLS_RECORD_START else ""
+                _limited.warning("closing connection from %s on %s: request size %d is outside 0..%d (%s)%s",
+                                 self.peer, self.listener, size, limit, key, hint)
                 self.close()
                 return None
             if not self._reserve_memory(size):
@@ -305,8 +338,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         this task: no event-loop round trip per pipelined request)."""
         try:
             while frame is not None:
+                close_after = False
                 try:
-                    response = await self.server.dispatcher.dispatch(frame, self.client_host, self.peer)
+                    authenticator = self.authenticator
+                    if authenticator is not None and authenticator.takes(frame):
+                        step = await authenticator.handle(frame)
+                        response, close_after = step.response, step.close
+                        if authenticator.principal is not None:
+                            self.principal = authenticator.principal
+                    else:
+                        response = await self.server.dispatcher.dispatch(frame, self.client_host, self.peer,
+                                                                         self.principal, self.listener)
                 finally:
                     frame = None  # handled: its bytes may go, and their share of the MemoryPool
                     self._release_memory()
@@ -320,6 +362,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if self.closed or self.transport.is_closing():
                     return
                 await self._send(response)
+                if close_after:
+                    self.close()  # the transport writes what it holds first
+                    return
                 if self._drained is not None:
                     await self._drained  # the client is not reading its responses: read no more from it
                 if mute_s:  # KIP-219's muted channel: nothing is read from the client meanwhile
@@ -338,6 +383,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         finally:
             self.in_flight = None
 
+    async def _dispatch_unauthenticated(self, frame: bytearray) -> bytes | EncodedResponse | object | None:
+        """A request the authenticator lets through before authentication (ApiVersions)."""
+        return await self.server.dispatcher.dispatch(frame, self.client_host, self.peer, ANONYMOUS, self.listener)
+
     def _wake_writer(self) -> None:
         drained, self._drained = self._drained, None
         if drained is not None and not drained.done():
@@ -351,8 +400,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not isinstance(response, EncodedResponse):
             return  # acks=0 produce: nothing to send
         pending: list[bytes] = []
+        tls = self.security.ssl_context is not None  # no zero copy: the bytes must be encrypted
         for chunk in response.chunks:
-            if isinstance(chunk, FetchSlice) and chunk.length >= SENDFILE_THRESHOLD:
+            if isinstance(chunk, FetchSlice) and chunk.length >= SENDFILE_THRESHOLD and not tls:
                 if pending:
                     self.transport.write(b"".join(pending))
                     pending = []

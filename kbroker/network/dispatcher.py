@@ -31,6 +31,7 @@ from kbroker.protocol.codec import (
     request_schema,
 )
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from kbroker.quotas.client_quotas import ClientQuotas
@@ -77,8 +78,10 @@ class Dispatcher(Generic[S]):
         if self.on_peer_closed is not None:
             self.on_peer_closed(peer)
 
-    async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes | EncodedResponse | object | None:
-        """The encoded response, NO_RESPONSE (acks=0), or None to close the connection."""
+    async def dispatch(self, frame: bytearray, client_host: str, peer: str, principal: KafkaPrincipal = ANONYMOUS,
+                       listener: str = "") -> bytes | EncodedResponse | object | None:
+        """The encoded response, NO_RESPONSE (acks=0), or None to close the connection; the request
+        comes from ``principal`` on ``listener`` (as its connection authenticated it)."""
         if self.ready is not None and not self.ready.is_set():
             await self.ready.wait()
         view = memoryview(frame)
@@ -105,7 +108,7 @@ class Dispatcher(Generic[S]):
         except MalformedRequest as exc:
             _limited.info("closing %s: malformed request: %s", peer, exc)
             return None
-        context = RequestContext(self.services, header, client_host, self.handlers, peer)
+        context = RequestContext(self.services, header, client_host, self.handlers, peer, principal, listener)
         try:
             if getattr(handler, "FORWARD_TO_CONTROLLER", False):
                 # Some forwarded requests the broker answers itself (an unauthorized caller, a

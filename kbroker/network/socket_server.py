@@ -18,6 +18,10 @@ a socket server each). It owns what all its connections share:
 - The receive buffer that connections with no partial frame read into (see connection.py): a
   read and its processing run back to back in one event-loop callback, so one buffer serves
   them all and an idle connection holds no buffer of its own.
+- Each listener's ``ListenerSecurity``: on SSL and SASL_SSL listeners an accepted socket gets
+  its TLS handshake (``connect_accepted_socket(ssl=...)``) before it is a connection; a handshake
+  that fails (plaintext on a TLS port, a client certificate from another CA) closes that socket
+  only, with one rate-limited line in the log.
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ import errno
 import ipaddress
 import logging
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kbroker.network.connection import KafkaConnection
 from kbroker.network.connection_quotas import ConnectionQuotas, resolve_per_ip_overrides
+from kbroker.network.listener_security import PLAINTEXT_LISTENER, SSL_HANDSHAKE_TIMEOUT_S, ListenerSecurity
 from kbroker.network.memory_pool import MemoryPool
 from kbroker.network.rate_limited_log import RateLimitedLogger
 
@@ -69,10 +74,12 @@ class SocketServerSettings:
 
 class SocketServer:
     def __init__(self, dispatcher: Dispatcher, settings: SocketServerSettings,
-                 listeners: Iterable[tuple[str, str, int]]) -> None:
+                 listeners: Iterable[tuple[str, str, int]],
+                 security: Mapping[str, ListenerSecurity] | None = None) -> None:
         self.dispatcher = dispatcher
         self.settings = settings
         self.listeners = list(listeners)
+        self.security = dict(security or {})  # by listener name; PLAINTEXT when absent
         self.max_request_bytes = settings.socket_request_max_bytes
         queued = settings.queued_max_request_bytes
         self.pool = MemoryPool(queued) if queued > 0 else None
@@ -123,19 +130,27 @@ class SocketServer:
             return
         if self.quotas.exceeded() and acceptor.listener == self.quotas.protected_listener:
             self._close_least_recently_active(exempt=acceptor.listener)
-        connection = KafkaConnection(self, acceptor.listener, ip, f"{address[0]}:{address[1]}")
+        security = self.security.get(acceptor.listener, PLAINTEXT_LISTENER)
+        connection = KafkaConnection(self, acceptor.listener, ip, f"{address[0]}:{address[1]}", security)
         task = self.loop.create_task(self._connect(connection, sock))
         self._connecting.add(task)
         task.add_done_callback(self._connecting.discard)
 
     async def _connect(self, connection: KafkaConnection, sock: socket.socket) -> None:
+        context = connection.security.ssl_context
         try:
-            await self.loop.connect_accepted_socket(lambda: connection, sock)
-        except OSError as exc:
+            if context is None:
+                await self.loop.connect_accepted_socket(lambda: connection, sock)
+            else:
+                await self.loop.connect_accepted_socket(lambda: connection, sock, ssl=context,
+                                                        ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S)
+        except OSError as exc:  # ssl.SSLError and a handshake timeout included
             if connection.transport is None:  # connection_made never ran: nothing else counts it down
                 sock.close()
                 self._forget(connection)
-            _limited.info("could not set up the connection from %s: %s", connection.peer, exc)
+            what = "TLS handshake" if context is not None else "connection"
+            _limited.info("could not set up the %s from %s on %s: %r", what, connection.peer, connection.listener,
+                          exc, key=f"setup {connection.listener}")
 
     def _close_least_recently_active(self, exempt: str) -> None:
         for connection in self.connections:

@@ -14,6 +14,7 @@ every log closes cleanly so the next start needs no recovery.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 from kbroker.cluster.broker_lifecycle import BrokerLifecycleManager
 from kbroker.config.config_resources import RESOURCE_GROUP
 from kbroker.config.kafka_config import KafkaConfig
+from kbroker.config.listener_settings import broker_link_security, controller_link_security, listener_securities
 from kbroker.config.settings import (
     group_coordinator_settings,
     handler_settings,
@@ -36,6 +38,7 @@ from kbroker.handlers import HANDLERS
 from kbroker.handlers.security import SecurityFeatures
 from kbroker.handlers.services import BrokerServices
 from kbroker.network.dispatcher import Dispatcher
+from kbroker.network.listener_security import SECURITY_PROTOCOLS
 from kbroker.network.socket_server import SocketServer
 from kbroker.node.meta_properties import init_log_dirs
 from kbroker.node.open_file_limit import segment_file_budget
@@ -102,8 +105,10 @@ class Broker:
         self.controller.leadership_listeners[CONSUMER_OFFSETS_TOPIC] = ownership.on_leadership
         # The transaction coordinator follows __transaction_state leadership, sends markers to
         # partition leaders, and leaders ask it to verify transactional writes.
+        self.link_security = broker_link_security(config)  # to other brokers' inter-broker listener
         txn_clients = BrokerClients(lambda broker_id: self._lifecycle().endpoint(broker_id),
-                                    lambda: self._lifecycle().source, f"kbroker-{self.node_id}-txn")
+                                    lambda: self._lifecycle().source, f"kbroker-{self.node_id}-txn",
+                                    self.link_security)
         self.marker_channel = TransactionMarkerChannelManager(
             self.node_id, self.controller, self.replica_manager, self.offset_store, txn_clients)
         self.transaction_coordinator = TransactionCoordinator(
@@ -171,15 +176,23 @@ class Broker:
         names = self.config.controller_listener_names
         return [listener for listener in self.config.listeners if listener[0] not in names]
 
-    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
-        """(node id, host, port, rack) of every unfenced broker, for Metadata and DescribeCluster."""
+    def live_brokers(self, listener: str = "") -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of every unfenced broker on ``listener`` (the one a
+        request came on; "": the inter-broker one), for Metadata and DescribeCluster. A broker
+        without that listener is left out, as Kafka's Metadata leaves it out."""
         if self.lifecycle is None:
             return []
-        return [(b.broker_id, b.host, b.port, b.rack) for b in self.lifecycle.image.live_brokers()]
+        out = []
+        for broker in self.lifecycle.image.live_brokers():
+            endpoint = broker.endpoint(listener)
+            if endpoint is not None:
+                out.append((broker.broker_id, endpoint[0], endpoint[1], broker.rack))
+        return out
 
-    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        """Where clients reach a registered broker (None before this broker has joined)."""
-        return None if self.lifecycle is None else self.lifecycle.endpoint(broker_id)
+    def endpoint(self, broker_id: int, listener: str = "") -> tuple[str, int] | None:
+        """Where clients of ``listener`` reach a registered broker (None before this broker has
+        joined, or when it has no such listener)."""
+        return None if self.lifecycle is None else self.lifecycle.endpoint(broker_id, listener)
 
     def finalized_features(self) -> tuple[int, dict[str, int]]:
         """The finalized feature levels as this broker has replayed them; their epoch is the
@@ -224,32 +237,46 @@ class Broker:
         listeners = self.broker_listeners()
         names = self.config.controller_listener_names
         bound = {}
+        security = listener_securities(self.config, [name for name, _host, _port in listeners],
+                                       ScramCredentials(self._metadata_image))
         for group in ([lis for lis in listeners if lis[0] not in names], [lis for lis in listeners if lis[0] in names]):
             if group:
-                server = SocketServer(self.dispatcher, self.socket_settings, group)
+                server = SocketServer(self.dispatcher, self.socket_settings, group, security)
                 self.socket_servers.append(server)
                 bound.update((name, (name, host, port)) for name, host, port in server.start())
         self.bound = [bound[name] for name, _host, _port in listeners]
 
     async def _join_cluster(self) -> None:
         """Register with the controller, follow its metadata and replicate (cluster mode)."""
-        wanted = self.config.get("inter.broker.listener.name") or self.bound[0][0]
+        wanted = self.config.inter_broker_listener_name
         name, bind_host, port = next((b for b in self.bound if b[0] == wanted), self.bound[0])
-        host = bind_host
-        for a_name, a_host, a_port in self.config.advertised_listeners:
-            if a_name == name and a_host:
-                host, port = a_host, a_port or port
-        self.lifecycle = BrokerLifecycleManager(self, lifecycle_settings(self.config), bind_host, host, port,
-                                                self.local_controller)
+        endpoints = self._advertised_endpoints()
+        host, port = next(((h, p) for n, h, p, _protocol in endpoints if n == name), (bind_host, port))
+        settings = dataclasses.replace(lifecycle_settings(self.config), inter_broker_listener_name=name,
+                                       controller_security=controller_link_security(self.config))
+        self.lifecycle = BrokerLifecycleManager(self, settings, bind_host, host, port, self.local_controller,
+                                                endpoints)
         self.replica_manager.configure_cluster(
             ClusterLinks(source_host=bind_host or None, endpoint=self.lifecycle.endpoint,
                          broker_epoch=lambda: self._lifecycle().broker_epoch,
                          alter_partition=self.lifecycle.alter_partition,
-                         replica_eligible=self.lifecycle.replica_eligible, rack=self.lifecycle.rack),
+                         replica_eligible=self.lifecycle.replica_eligible, rack=self.lifecycle.rack,
+                         security=self.link_security),
             replication_settings(self.config),
         )
         await self.replica_manager.start()
         await self.lifecycle.start()
+
+    def _advertised_endpoints(self) -> tuple[tuple[str, str, int, int], ...]:
+        """Every broker listener as registered: (name, advertised host, port, security protocol
+        id); a listener not in advertised.listeners is advertised as it is bound (port 0 resolved)."""
+        advertised = {name: (host, port) for name, host, port in self.config.advertised_listeners}
+        out = []
+        for name, bind_host, bound_port in self.bound:
+            host, port = advertised.get(name, (bind_host, bound_port))
+            protocol = SECURITY_PROTOCOLS.index(self.config.security_protocol(name))
+            out.append((name, host or bind_host, port or bound_port, protocol))
+        return tuple(out)
 
     def _high_watermark(self, topic: str, index: int) -> int | None:
         partition = self.replica_manager.partitions.get((topic, index))

@@ -24,6 +24,7 @@ from typing import Any
 
 from kbroker.cluster.quorum_driver import QuorumDriver
 from kbroker.config.kafka_config import KafkaConfig
+from kbroker.config.listener_settings import controller_link_security, listener_securities
 from kbroker.config.settings import socket_server_settings
 from kbroker.controller_handlers import CONTROLLER_HANDLERS
 from kbroker.controller_handlers.services import ControllerServices
@@ -38,6 +39,7 @@ from kbroker.replication.quorum.metadata_snapshot import SnapshotPolicy, Snapsho
 from kbroker.replication.quorum.quorum_controller import ControllerSettings, QuorumController
 from kbroker.replication.quorum.raft import RaftConfig, RaftNode, RaftRole
 from kbroker.replication.quorum.raft_log import FileQuorumState, PartitionRaftLog
+from kbroker.security.scram_credentials import ScramCredentials
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log import PartitionLog
 from kbroker.storage.log_config import LogConfig
@@ -131,15 +133,19 @@ class ControllerNode:
         names = self.config.controller_listener_names
         listeners = [listener for listener in self.config.listeners if listener[0] in names]
         if listeners:
+            # The controller listener may be secured too (SCRAM credentials from the controller's image).
+            security = listener_securities(self.config, [name for name, _host, _port in listeners],
+                                           ScramCredentials(lambda: self.controller.image))
             self.socket_server = SocketServer(self.dispatcher, socket_server_settings(self.config),
-                                              listeners)
+                                              listeners, security)
             self.bound = self.socket_server.start()
         elif set(self.voters) != {self.node_id}:
             raise RuntimeError("controller.listener.names names no listener in 'listeners'")
         # (The only voter needs no listener: its own broker reaches it in process.)
         source = self.bound[0][1] or None if self.bound else None
         self.quorum = QuorumDriver(self._new_raft, self.voters, source, self._on_quorum_change, self.clock,
-                                   cluster_id=lambda: self.cluster_id)
+                                   cluster_id=lambda: self.cluster_id,
+                                   security=controller_link_security(self.config))
         self.quorum.start()
         self._tasks.append(loop.create_task(self._session_loop()))
         if self.config.get_bool("auto.leader.rebalance.enable"):

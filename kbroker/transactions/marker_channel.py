@@ -31,7 +31,7 @@ from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
 
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.inter_broker_client import InterBrokerClient
+from kbroker.replication.inter_broker_client import InterBrokerClient, LinkSecurity
 from kbroker.transactions.transaction_log import TransactionMetadata, TransactionState
 
 if TYPE_CHECKING:
@@ -53,10 +53,12 @@ class BrokerClients:
     """One outbound connection per other broker, bound to this broker's host; a broker whose
     endpoint changed (restarted elsewhere) gets a new connection."""
 
-    def __init__(self, endpoint: Endpoint, source_host: Callable[[], str | None], client_id: str) -> None:
+    def __init__(self, endpoint: Endpoint, source_host: Callable[[], str | None], client_id: str,
+                 security: LinkSecurity | None = None) -> None:
         self.endpoint = endpoint
         self.source_host = source_host
         self.client_id = client_id
+        self.security = security  # the inter-broker listener's TLS / SASL
         self._clients: dict[int, InterBrokerClient] = {}
 
     def get(self, broker_id: int) -> InterBrokerClient | None:
@@ -67,7 +69,7 @@ class BrokerClients:
         if client is None or (client.host, client.port) != endpoint:
             if client is not None:
                 client.close()
-            client = InterBrokerClient(endpoint[0], endpoint[1], self.source_host(), self.client_id)
+            client = InterBrokerClient(endpoint[0], endpoint[1], self.source_host(), self.client_id, self.security)
             self._clients[broker_id] = client
         return client
 

@@ -65,6 +65,14 @@ class BrokerRegistration:
     port: int
     rack: str | None
     fenced: bool = True
+    # (name, host, port) of every listener it registered; empty in an older log (the one above only)
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where the broker listens on ``listener`` ("" or a log without listeners: host, port)."""
+        if not listener or not self.endpoints:
+            return self.host, self.port
+        return next(((host, port) for name, host, port in self.endpoints if name == listener), None)
 
 
 @dataclass(slots=True)
@@ -116,7 +124,8 @@ class MetadataImage:
             case RegisterBrokerRecord():
                 epoch = offset if record.broker_epoch < 0 else record.broker_epoch  # (from a snapshot)
                 self.brokers[record.broker_id] = BrokerRegistration(
-                    record.broker_id, epoch, record.incarnation_id, record.host, record.port, record.rack)
+                    record.broker_id, epoch, record.incarnation_id, record.host, record.port, record.rack,
+                    endpoints=record.endpoints)
             case FenceBrokerRecord():
                 self._set_fenced(record.broker_id, True)
             case UnfenceBrokerRecord():

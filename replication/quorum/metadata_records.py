@@ -49,11 +49,15 @@ class RegisterBrokerRecord:
     port: int
     rack: str | None
     broker_epoch: int = field(default=-1, metadata={"omitted_when": -1})  # the log's bytes stay as they were
+    # Every listener the broker registered, (name, host, port), as Kafka's record lists them;
+    # host/port above are its inter-broker listener's. Absent in what older kbroker wrote.
+    endpoints: tuple[tuple[str, str, int], ...] = field(default=(), metadata={"omitted_when": ()})
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> RegisterBrokerRecord:
+        endpoints = tuple((str(name), str(host), int(port)) for name, host, port in raw.get("endpoints", ()))
         return cls(raw["broker_id"], raw["incarnation_id"], raw["host"], raw["port"], raw.get("rack"),
-                   raw.get("broker_epoch", -1))
+                   raw.get("broker_epoch", -1), endpoints)
 
 
 @dataclass(frozen=True, slots=True)

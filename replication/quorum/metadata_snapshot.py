@@ -69,7 +69,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         records += _configs(resource_type, resource_name, configs)
     for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
         records.append(RegisterBrokerRecord(broker.broker_id, broker.incarnation_id, broker.host, broker.port,
-                                            broker.rack, broker.broker_epoch))
+                                            broker.rack, broker.broker_epoch, broker.endpoints))
         if not broker.fenced:  # a registration starts fenced
             records.append(UnfenceBrokerRecord(broker.broker_id, broker.broker_epoch))
     for topic in image.topics.values():

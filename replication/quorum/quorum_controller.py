@@ -166,7 +166,7 @@ class QuorumController:
 
     def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int, rack: str | None,
                         now_ms: int, previous_broker_epoch: int = -1, same_process: bool = False,
-                        connection: str | None = None) -> int:
+                        connection: str | None = None, endpoints: tuple[tuple[str, str, int], ...] = ()) -> int:
         """Register (or re-register after a restart); returns the new broker epoch. A broker that
         did not shut down cleanly with its last epoch (``previous_broker_epoch``) may have lost
         unflushed records, so it loses its ELR claims (KIP-966). Another live incarnation is
@@ -174,7 +174,8 @@ class QuorumController:
         own process (``same_process``): then the old one was this process's predecessor and is
         certainly gone, and a restarted combined node need not wait out its own session.
         ``connection`` is the connection the request came on (None: in process), the one whose
-        closing can end the session early (``BrokerSessions``)."""
+        closing can end the session early (``BrokerSessions``). ``endpoints`` are all its listeners
+        (name, host, port); ``host``/``port`` its inter-broker one."""
         self._require_active()
         current = self.image.brokers.get(broker_id)
         if (current is not None and current.incarnation_id != incarnation_id and not current.fenced
@@ -189,7 +190,7 @@ class QuorumController:
             records += fence_records(self.image, self._configs, broker_id)
         if current is not None and previous_broker_epoch != current.broker_epoch:
             records += drop_from_elr(self.image, broker_id)
-        records.append(RegisterBrokerRecord(broker_id, incarnation_id, host, port, rack))
+        records.append(RegisterBrokerRecord(broker_id, incarnation_id, host, port, rack, endpoints=endpoints))
         self.sessions.touch(broker_id, now_ms, connection)
         self._commit(records, now_ms)
         epoch = self.image.brokers[broker_id].broker_epoch

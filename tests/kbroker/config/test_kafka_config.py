@@ -31,11 +31,11 @@ def test_file_then_overrides_win(tmp_path):
 
 def test_unknown_key_is_accepted_as_kafka_does_and_named_with_its_file_line(tmp_path):
     path = tmp_path / "server.properties"
-    path.write_text("num.partitions=1\nnum.partitoins=2\nlistener.name.internal.ssl.keystore.type=PEM\n")
+    path.write_text("num.partitions=1\nnum.partitoins=2\nlistener.name.internal.ssl.keymanager.algorithm=PEM\n")
     config = KafkaConfig.load(str(path))
     assert config.get_int("num.partitions") == 1
     assert config.unknown_keys() == [f"num.partitoins (from {path}:2)"]
-    assert config.ignored_keys() == ["listener.name.internal.ssl.keystore.type"]
+    assert config.ignored_keys() == ["listener.name.internal.ssl.keymanager.algorithm"]
 
 
 def test_malformed_value_names_key_and_source():

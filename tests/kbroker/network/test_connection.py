@@ -28,7 +28,8 @@ class FakeDispatcher:
         self.frames: list[bytes] = []
         self.release: asyncio.Event | None = None
 
-    async def dispatch(self, frame: bytearray, client_host: str, peer: str) -> bytes:
+    async def dispatch(self, frame: bytearray, client_host: str, peer: str, principal: object = None,
+                       listener: str = "") -> bytes:
         self.frames.append(bytes(frame))
         if self.release is not None:
             await self.release.wait()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from kbroker.protocol.codec import API_VERSIONS_KEY
@@ -18,6 +18,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i8
 
 from kbroker.handlers import api_versions, describe_cluster, elect_leaders
+from kbroker.handlers.security import SecurityFeatures
 from kbroker.handlers.services import BrokerEndpoint
 from kbroker.network.dispatcher import Dispatcher
 from tests.kbroker.handlers.wire import request_frame
@@ -31,10 +32,10 @@ class Cluster:
     cluster_id: str = "dispatcher-test"
     controller_id: int = 2
 
-    def live_brokers(self) -> list[BrokerEndpoint]:
+    def live_brokers(self, listener: str = "") -> list[BrokerEndpoint]:
         return [(1, "broker-1", 9092, None), (2, "broker-2", 9093, "rack-b")]
 
-    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+    def endpoint(self, broker_id: int, listener: str = "") -> tuple[str, int] | None:
         return None
 
     def finalized_features(self) -> tuple[int, dict[str, int]]:
@@ -89,7 +90,7 @@ def test_a_forwarded_api_goes_to_the_controller_unchanged() -> None:
         forwarded.append((api_key, api_version, request))
         return None  # the controller did not answer
 
-    dispatcher = Dispatcher(object(), table(elect_leaders), forward)
+    dispatcher = Dispatcher(SimpleNamespace(security=SecurityFeatures()), table(elect_leaders), forward)
     request = ElectLeadersRequest(election_type=i8(0), topic_partitions=None)
     body = answer(dispatcher, request, 1)
     assert forwarded == [(elect_leaders.API_KEY, 1, request)]
