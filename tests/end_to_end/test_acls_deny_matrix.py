@@ -1,23 +1,24 @@
 """The deny matrix against real Apache Kafka 4.3.1 and kbroker side by side (issue #18).
 
-compat/scenarios/acls.py runs every case on each broker — the API without the ACLs it needs,
-then with them — and checks nothing changed after the denied runs. Here: the outcomes must be
-the same on both brokers, every case must succeed once its ACLs are in force, and the table is
-written to compat/ACL_MATRIX.md (and printed) for the closing note.
+compat/scenarios/acls.py runs every case (compat/scenarios/acl_cases.py) on each broker — the
+API without the ACLs it needs, then with them — and checks nothing changed after the denied
+runs. Here: the outcomes must be the same on both brokers, every case must succeed once its
+ACLs are in force, and the table is written to compat/ACL_MATRIX.md (and printed) for the
+closing note.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from compat.scenarios import acls
+from compat.scenarios import acl_cases, acls
 from compat.targets import KafkaTarget, KbrokerTarget
 
 MATRIX = Path(__file__).resolve().parents[2] / "compat" / "ACL_MATRIX.md"
 
 
 def test_every_api_denied_and_allowed_as_kafka_does(tmp_path: Path) -> None:
-    cases = acls.confluent_cases() + acls.java_cases() + acls.python_cases()
+    cases = acl_cases.confluent_cases() + acl_cases.java_cases() + acl_cases.python_cases()
     outcomes: dict[str, dict[str, tuple[str, str]]] = {}
     states: dict[str, dict] = {}
     for target_class in (KafkaTarget, KbrokerTarget):
