@@ -2,15 +2,19 @@
 
 kbroker's quorum has static voters (kraft.version 0): the request is refused as Kafka refuses
 it then (handlers/raft_voters.py).
+With an authorizer the caller needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.handlers.services import HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.security.acl import AclOperation
 
 from .raft_voters import refusal
 
@@ -19,11 +23,13 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-class Services(HasCluster, Protocol): ...
+class Services(HasCluster, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    error = refusal(request, ctx.services.cluster.cluster_id, "adding", "Add voter")
+    # Kafka checks ALTER on the cluster before anything else.
+    error = refusal(request, ctx.services.cluster.cluster_id, "adding", "Add voter") if cluster_allowed(
+        ctx, AclOperation.ALTER) else KafkaError(ErrorCode.cluster_authorization_failed)
     return build(m.AddRaftVoterResponse, throttle_time=NO_THROTTLE, error_code=error.code,
                  error_message=error.message)

@@ -7,6 +7,8 @@ An empty type list means every type the version supports (v0: CLIENT_METRICS onl
 version does not support makes the whole answer UNSUPPORTED_VERSION with no resources, as
 Kafka answers. ``kafka-client-metrics --list`` and ``kafka-configs --describe`` of groups and
 client-metrics use it.
+With an authorizer the caller needs DESCRIBE_CONFIGS on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from kbroker.config.config_resources import (
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
 )
+from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation
 
 API_KEY = 74
 MIN_VERSION = 0
@@ -32,7 +36,7 @@ MAX_VERSION = 1
 _V1_TYPES = (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS, RESOURCE_BROKER_LOGGER, RESOURCE_BROKER, RESOURCE_TOPIC)
 
 
-class Services(HasCatalogue, HasCluster, Protocol): ...
+class Services(HasCatalogue, HasCluster, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -42,6 +46,9 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     if not wanted <= set(supported):
         return build(m.ListConfigResourcesResponse, throttle_time=NO_THROTTLE,
                      error_code=ErrorCode.unsupported_version, config_resources=())
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE_CONFIGS):
+        return build(m.ListConfigResourcesResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed, config_resources=())
     catalogue = ctx.services.catalogue
     resources = []
     for kind in (k for k in supported if k in wanted):
