@@ -112,8 +112,10 @@ def rdk_produce(bootstrap: str, topic: str, count: int, payload: Path, config: d
     return Phase(res["records"], res["bytes"], res["seconds"], cpu)
 
 
-def rdk_consume(bootstrap: str, topic: str, count: int, timeout: float) -> Phase:
-    res, cpu = _rdk({"mode": "consume", "bootstrap": bootstrap, "topic": topic, "count": count}, timeout)
+def rdk_consume(bootstrap: str, topic: str, count: int, timeout: float, config: dict[str, Any] | None = None) -> Phase:
+    """``count`` records from offset 0; ``config``: extra consumer settings (e.g. TLS)."""
+    spec = {"mode": "consume", "bootstrap": bootstrap, "topic": topic, "count": count, "config": config or {}}
+    res, cpu = _rdk(spec, timeout)
     return Phase(res["records"], res["bytes"], res["seconds"], cpu)
 
 
