@@ -136,10 +136,15 @@ def _listed(ctx: Context) -> str:
 
 
 def _operations(ctx: Context, kind: str) -> str:
-    """``ok: <operations>``: the authorized operations a describe answers for the topic or group."""
+    """``ok: <operations>``: the authorized operations a describe answers for the cluster, the topic
+    or the group."""
     from confluent_kafka import TopicCollection
 
     try:
+        if kind == "cluster":
+            return "ok: " + ",".join(sorted(op.name for op in ctx.admin.describe_cluster(
+                include_authorized_operations=True, request_timeout=TIMEOUT_S).result(
+                timeout=TIMEOUT_S).authorized_operations or ()))
         if kind == "topic":
             futures = ctx.admin.describe_topics(TopicCollection([DATA]), include_authorized_operations=True,
                                                 request_timeout=TIMEOUT_S)
@@ -208,6 +213,8 @@ def confluent_cases() -> list[Case]:
              lambda c: _admin(c, "list_offsets", {TopicPartition(DATA, 0): OffsetSpec.latest()})),
         Case("confluent", "describe topics (authorized operations)", (Grant(topic, DATA, "READ"),),
              "TOPIC_AUTHORIZATION_FAILED", lambda c: _operations(c, "topic")),
+        Case("confluent", "describe cluster (authorized operations)", (Grant("BROKER", "kafka-cluster", "CREATE"),),
+             "none (no check)", lambda c: _operations(c, "cluster")),
         Case("confluent", "describe groups (authorized operations)", (Grant("GROUP", GROUP, "READ"),),
              "GROUP_AUTHORIZATION_FAILED", lambda c: _operations(c, "group")),
         Case("confluent", "describe consumer groups", (Grant("GROUP", GROUP, "DESCRIBE"),),

@@ -7,17 +7,20 @@ endpoint_type (v1+) must be 1 (brokers), as on a Kafka broker listener: asking f
 (2) is MISMATCHED_ENDPOINT_TYPE, anything else UNSUPPORTED_ENDPOINT_TYPE, both answered with
 endpoint type 1 and no brokers. include_fenced_brokers (v2) changes nothing: fenced brokers
 are never listed (deviation). Cluster authorized operations are returned only when asked for,
-and then all of them (no ACLs yet); otherwise Kafka's "omitted" value, INT32_MIN.
+and then all of them without an authorizer, or those the ACLs allow; otherwise Kafka's "omitted"
+value, INT32_MIN.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.handlers.security import HasSecurity, authorized_operations
 from kbroker.handlers.services import HasCluster
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import CLUSTER_NAME, ResourceType
 
 from .metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
 
@@ -29,7 +32,7 @@ ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
 
 
-class Services(HasCluster, Protocol): ...
+class Services(HasCluster, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -51,7 +54,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         )
     operations = AUTHORIZED_OPERATIONS_OMITTED
     if request.include_cluster_authorized_operations and error == ErrorCode.none:
-        operations = CLUSTER_OPERATIONS
+        operations = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
     return build(
         m.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
