@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from kbroker.config.broker_catalogue import BROKER_CONFIGS, InvalidValue, check_value
 from kbroker.network.connection_quotas import parse_per_ip_overrides
+from kbroker.security.authorizer import AUTHORIZER_KEYS
 from kbroker.storage.log_config import ConfigSource
 
 
@@ -287,7 +288,7 @@ class KafkaConfig:
     def unknown_keys(self) -> list[str]:
         """The keys set here that Kafka 4.3.1 does not define, each with where it was set."""
         return sorted(f"{k} (from {self.sources[k]})" for k in self.explicit
-                      if k not in BROKER_CONFIGS and not k.startswith(LISTENER_PREFIX))
+                      if k not in BROKER_CONFIGS and k not in AUTHORIZER_KEYS and not k.startswith(LISTENER_PREFIX))
 
 
 def _acted_on(key: str) -> bool:

@@ -44,6 +44,11 @@ AUTHORIZER_CLASS_NAMES = frozenset({
     "kafka.security.authorizer.AclAuthorizer",
 })
 
+# The keys the authorizer reads besides authorizer.class.name: Kafka hands the whole broker
+# configuration to its authorizer, so they are configuration keys though KafkaConfig does not
+# define them.
+AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+
 # Operations an ALLOW entry grants besides its own (Kafka: only ALLOW entries imply).
 _IMPLIED_BY: dict[int, frozenset[int]] = {
     AclOperation.DESCRIBE: frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
