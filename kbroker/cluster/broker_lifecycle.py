@@ -495,9 +495,12 @@ class BrokerLifecycleManager:
         return None if registration is None else registration.rack
 
     def endpoint(self, broker_id: int, listener: str = "") -> tuple[str, int] | None:
-        """Where a registered broker listens on ``listener`` ("": its inter-broker listener)."""
+        """Where a registered broker listens on ``listener`` ("": the inter-broker listener, by
+        this broker's own inter.broker.listener.name, as Kafka's brokers pick it from a registration)."""
         registration = self.image.brokers.get(broker_id)
-        return None if registration is None else registration.endpoint(listener)
+        if registration is None:
+            return None
+        return registration.endpoint(listener or self.settings.inter_broker_listener_name)
 
     async def alter_partition(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
                               partition_epoch: int, new_isr: list[int]) -> PartitionRegistration:
