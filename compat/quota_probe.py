@@ -37,6 +37,10 @@ from compat.targets import KafkaTarget, KbrokerTarget, Target
 TOPIC = "quota-probe"
 QUOTA = 1048576
 VALUE = b"x" * 10240
+# The unlimited producer writes hundreds of MiB a second: keep a few segments only, deleted at
+# once, checked every second (an earlier run without this filled the disk with ~50 GB).
+TOPIC_CONFIGS = {"segment.bytes": str(64 * 2**20), "retention.bytes": str(256 * 2**20)}
+BROKER_SETTINGS = {"log.retention.check.interval.ms": "1000", "log.segment.delete.delay.ms": "0"}
 
 
 def set_quota(bootstrap: str, client_id: str, key: str, value: float | None) -> Any:
@@ -100,7 +104,7 @@ def rate(acked: list[tuple[float, int]], start: float, end: float) -> float:
 
 def measure(target: Target, seconds: float, warmup: float) -> dict[str, Any]:
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, 1, 1, config=TOPIC_CONFIGS)])[TOPIC].result(30)
     answer = set_quota(target.bootstrap, "limited", "producer_byte_rate", QUOTA)
     assert all(e.error_code == 0 for e in answer.entries), answer
     time.sleep(2)  # Kafka's brokers apply the committed quota a moment later (no read-back API waits for it)
@@ -127,7 +131,8 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="quota-probe-") as tmp:
         for name in args.brokers.split(","):
-            target: Target = (KbrokerTarget if name == "kbroker" else KafkaTarget)(Path(tmp) / name)
+            target: Target = (KbrokerTarget if name == "kbroker" else KafkaTarget)(Path(tmp) / name,
+                                                                                 extra=BROKER_SETTINGS)
             target.start()
             try:
                 results[name] = measure(target, args.seconds, args.warmup)
