@@ -57,12 +57,26 @@ def listener_security(config: KafkaConfig, listener: str, scram: ScramCredential
             raise ConfigError(f"Invalid value {rules} for configuration {key}: {exc}") from None
     sasl = None
     if protocol.startswith("SASL_"):
+        factory = SaslServerFactory(config, listener, scram)
         sasl = SaslListener(
-            SaslServerFactory(config, listener, scram),
+            factory, {mechanism: _max_reauth_ms(config, listener, mechanism)
+                      for mechanism in factory.enabled_mechanisms},
             failed_authentication_delay_ms=config.get_int("connection.failed.authentication.delay.ms"),
             max_receive_size=config.get_int("sasl.server.max.receive.size"),
         )
     return ListenerSecurity(protocol, context, mapper, sasl)
+
+
+def _max_reauth_ms(config: KafkaConfig, listener: str, mechanism: str) -> int:
+    """KIP-368's session bound: ``listener.name.<l>.<mechanism>.connections.max.reauth.ms`` over
+    ``listener.name.<l>.connections.max.reauth.ms`` over ``connections.max.reauth.ms``."""
+    key, value = config.listener_value(listener, f"{mechanism.lower()}.connections.max.reauth.ms")
+    if value is None:
+        key, value = config.listener_value(listener, "connections.max.reauth.ms")
+    try:
+        return int(value or 0)
+    except ValueError:
+        raise ConfigError(f"Invalid value {value} for configuration {key}: Not a number of type LONG") from None
 
 
 def ssl_settings(config: KafkaConfig, listener: str) -> SslSettings:

@@ -25,8 +25,8 @@ import enum
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kbroker.network.rate_limited_log import RateLimitedLogger
@@ -68,7 +68,8 @@ class SaslListener:
     """What a SASL listener's connections authenticate with."""
 
     factory: SaslServerFactory
-    connections_max_reauth_ms: int = 0  # connections.max.reauth.ms (0: sessions never expire)
+    # connections.max.reauth.ms by mechanism (absent or 0: sessions never expire)
+    connections_max_reauth_ms: Mapping[str, int] = field(default_factory=dict)
     failed_authentication_delay_ms: int = 100  # connection.failed.authentication.delay.ms
     max_receive_size: int = 524_288  # sasl.server.max.receive.size: frames before authentication
 
@@ -235,8 +236,8 @@ class SaslServerAuthenticator:
         self.mechanism = self._server.mechanism
         self._state = _State.COMPLETE
         now = self._clock()
-        max_reauth_ms = self.listener.connections_max_reauth_ms
-        credential_expiry_ms = self._server.session_lifetime_ms
+        max_reauth_ms = self.listener.connections_max_reauth_ms.get(self.mechanism, 0)
+        credential_expiry_ms = self._server.session_lifetime_ms  # a token's exp (epoch ms), if any
         lifetimes = [max_reauth_ms] if max_reauth_ms > 0 else []
         if credential_expiry_ms is not None:
             lifetimes.append(credential_expiry_ms - int(time.time() * 1000))
