@@ -1,8 +1,10 @@
 """SaslAuthenticate (key 36), v0–2.
 
-On a PLAINTEXT listener (kbroker's only kind) a Kafka broker treats the connection as already
-authenticated and answers ILLEGAL_SASL_STATE "SaslAuthenticate request received after
-successful authentication", keeping the connection open; so does kbroker.
+SaslAuthenticate during authentication on a SASL listener is answered by the connection's
+SaslServerAuthenticator (kbroker/network/sasl_authenticator.py). What reaches this handler comes on
+a PLAINTEXT or SSL listener, or after a SASL connection has authenticated: a Kafka broker treats
+the connection as authenticated and answers ILLEGAL_SASL_STATE "SaslAuthenticate request received
+after successful authentication", keeping the connection open; so does kbroker.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """SaslHandshake (key 17), v0–1.
 
-kbroker's listeners are PLAINTEXT, where a Kafka broker answers a handshake with
-ILLEGAL_SASL_STATE and no mechanisms, and keeps the connection open (its requests go on being
-served); so does kbroker. SASL listeners come with the security issue (#18).
+The handshake that starts authentication on a SASL_PLAINTEXT / SASL_SSL listener, and a
+re-authentication (KIP-368), never reach this handler: the connection's SaslServerAuthenticator
+(kbroker/network/sasl_authenticator.py) answers them. What reaches it is a handshake on a PLAINTEXT
+or SSL listener, or on an authenticated SASL connection that may not re-authenticate now; a Kafka
+broker answers those with ILLEGAL_SASL_STATE and no mechanisms and keeps the connection open (its
+requests go on being served); so does kbroker.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ Kafka's broker runs it before the connection's requests reach the handlers.
 A new connection may send ApiVersions (once), then SaslHandshake naming a mechanism, then the
 mechanism's tokens: in SaslAuthenticate requests after a v1 handshake, or bare (size-prefixed, no
 request header) after a v0 one, as old clients do. Anything else before authentication completes
-closes the connection: another API before the handshake without an answer, another API after a
-v1 handshake with ILLEGAL_SASL_STATE. A mechanism the listener does not enable is answered
+closes the connection without an answer (Kafka answers another API after a v1 handshake with
+ILLEGAL_SASL_STATE in that API's error response before closing; clients never send one there). A
+mechanism the listener does not enable is answered
 UNSUPPORTED_SASL_MECHANISM with the enabled list, a failed exchange SASL_AUTHENTICATION_FAILED with
 the mechanism's message; every such failure is answered ``connection.failed.authentication.delay.ms``
 later (awaited, not blocking the loop), and the connection then closes.
