@@ -1,12 +1,12 @@
 """What TLS costs: P1 (produce throughput) and P4 (catch-up consume) over SSL and PLAINTEXT,
 kbroker and Apache Kafka 4.3.1 compared.
 
-``python -m compat.bench.ssl_cost [--runs 3] [--produce-mib 256] [--backlog-mib 512]``
+``python -m compat.bench.ssl_cost [--runs 3] [--produce-mib 1024] [--backlog-mib 1024] [--warmup-mib 256]``
 
 Each run starts a fresh kbroker, then a fresh Kafka (the order alternates from run to run; one
 broker runs at a time), from the secured settings of ``compat.security`` (the same certificates,
 a PLAINTEXT and an SSL listener among others), and measures on each: P1 over PLAINTEXT and over
-SSL (1 KiB records, 1 MB batches, linger 5 ms, acks=1, librdkafka; after an untimed 32 MiB over
+SSL (1 KiB records, 1 MB batches, linger 5 ms, acks=1, librdkafka; after an untimed 256 MiB over
 each), then P4 (a backlog written untimed over PLAINTEXT, read from offset 0 over PLAINTEXT and
 over SSL). It prints each measurement as it goes, then the medians with the ratios SSL/PLAINTEXT
 per broker and kbroker/Kafka per protocol, and the machine's load average before and after (the
@@ -35,7 +35,6 @@ from compat.security.client_security import ClientSecurity
 BROKERS = ("kbroker", "kafka")
 PROTOCOLS = ("PLAINTEXT", "SSL")
 TIMEOUT_S = 900.0
-WARMUP_RECORDS = 32 * 1024  # 32 MiB of 1 KiB records per protocol, before anything is timed
 
 
 def client_config(protocol: str, certs: Certificates) -> dict[str, Any]:
@@ -48,14 +47,16 @@ def client_config(protocol: str, certs: Certificates) -> dict[str, Any]:
 
 
 def measure_broker(secured: SecuredTarget, run: int, certs: Certificates, payload: Path, produce_mib: int,
-                   backlog_mib: int) -> list[dict[str, Any]]:
-    """P1 and P4 over each protocol on one started broker; one row per measurement."""
+                   backlog_mib: int, warmup_mib: int) -> list[dict[str, Any]]:
+    """P1 and P4 over each protocol on one started broker, after ``warmup_mib`` produced untimed
+    over each (first connections, the JVM's JIT, page cache); one row per measurement."""
     target = secured.target
     admin = drivers.admin_client(target.bootstrap)
     rows = []
-    for protocol in PROTOCOLS:  # untimed: first connections, code paths and page cache warm on both
-        drivers.create_topic(admin, f"warmup-{protocol.lower()}")
-        drivers.rdk_produce(secured.address(protocol), f"warmup-{protocol.lower()}", WARMUP_RECORDS, payload,
+    for protocol in PROTOCOLS:
+        topic = f"warmup-{protocol.lower()}"
+        drivers.create_topic(admin, topic)
+        drivers.rdk_produce(secured.address(protocol), topic, (warmup_mib << 20) // 1024, payload,
                             {**RDK_P1, **client_config(protocol, certs)}, TIMEOUT_S)  # fmt: skip
     for workload in ("P1", "P4"):
         if workload == "P4":
@@ -98,8 +99,9 @@ def summary(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m compat.bench.ssl_cost", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--produce-mib", type=int, default=256, help="P1 MiB per protocol")
-    parser.add_argument("--backlog-mib", type=int, default=512, help="P4 backlog MiB")
+    parser.add_argument("--produce-mib", type=int, default=1024, help="P1 MiB per protocol")
+    parser.add_argument("--backlog-mib", type=int, default=1024, help="P4 backlog MiB")
+    parser.add_argument("--warmup-mib", type=int, default=256, help="untimed MiB produced over each protocol first")
     parser.add_argument("--out", type=Path, help="write the rows and the summary as JSON here")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -116,7 +118,8 @@ def main() -> None:
                 secured.target.start()
                 print(f"{kind} run {run}: started in {time.perf_counter() - started:.1f} s", flush=True)
                 try:
-                    rows += measure_broker(secured, run, certs, payload, args.produce_mib, args.backlog_mib)
+                    rows += measure_broker(secured, run, certs, payload, args.produce_mib, args.backlog_mib,
+                                           args.warmup_mib)
                 finally:
                     secured.target.close()
     table = summary(rows)
