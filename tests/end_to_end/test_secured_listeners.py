@@ -199,23 +199,29 @@ def test_a_wrong_password_is_reported_as_kafka_reports_it(node: dict[str, Any], 
 # --- a cluster over a secured inter-broker listener ---------------------------------------------
 
 
-@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+@pytest.mark.parametrize(("protocol", "controller_protocol"), [("SSL", "PLAINTEXT"), ("SASL_SSL", "SASL_SSL")])
 def test_a_cluster_replicates_over_a_secured_inter_broker_listener(
-        protocol: str, certs: Certificates, tmp_path: Path) -> None:
+        protocol: str, controller_protocol: str, certs: Certificates, tmp_path: Path) -> None:
     """A controller and three brokers; the brokers replicate (follower Fetch), send markers and
-    find each other on their ``protocol`` listener; acks=all needs all three replicas."""
-    controller_port = free_port()
+    find each other on their ``protocol`` listener, and reach the controller (registration,
+    heartbeats, metadata) on its ``controller_protocol`` listener; acks=all needs all three replicas.
+    The controller's PLAINTEXT listener only answers the test's readiness probe."""
+    controller_port, probe_port = free_port(), free_port()
     common = {
         **TEST_SETTINGS, "controller.quorum.voters": f"{CONTROLLER_ID}@{HOST}:{controller_port}",
-        "controller.listener.names": "CONTROLLER", "default.replication.factor": "3", "min.insync.replicas": "3",
-        "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
-        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,INTERNAL:{protocol},CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER,PROBE", "default.replication.factor": "3",
+        "min.insync.replicas": "3", "offsets.topic.replication.factor": "3",
+        "transaction.state.log.replication.factor": "3",
+        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,INTERNAL:{protocol},"
+                                          f"CONTROLLER:{controller_protocol},PROBE:PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.internal.plain.sasl.jaas.config": JAAS, **_tls_settings(certs),
+        "sasl.mechanism.controller.protocol": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": JAAS,
+        "listener.name.controller.plain.sasl.jaas.config": JAAS, **_tls_settings(certs),
     }
     controller = LocalBroker(tmp_path / "controller", CONTROLLER_ID, {
-        **common, "process.roles": "controller", "listeners": f"CONTROLLER://{HOST}:{controller_port}"},
-        controller_port, role="controller")
+        **common, "process.roles": "controller",
+        "listeners": f"CONTROLLER://{HOST}:{controller_port},PROBE://{HOST}:{probe_port}"},
+        probe_port, role="controller")
     brokers = []
     for node_id in (1, 2, 3):
         port, internal = free_port(), free_port()
