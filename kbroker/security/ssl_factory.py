@@ -114,7 +114,8 @@ def _openssl_name(suite: str) -> str:
         return suite
     exchange, cipher = suite[4:].split("_WITH_", 1)
     cipher = cipher.replace("AES_128", "AES128").replace("AES_256", "AES256").replace("_POLY1305_SHA256", "_POLY1305")
-    return f"{exchange}_{cipher}".replace("_", "-")
+    name = cipher if exchange == "RSA" else f"{exchange}_{cipher}"  # OpenSSL leaves plain RSA key exchange unnamed
+    return name.replace("_", "-")
 
 
 def _require_pem(settings: SslSettings, kind: str, store_type: str, location: str | None) -> None:

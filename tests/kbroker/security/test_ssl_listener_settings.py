@@ -92,3 +92,19 @@ def test_bad_principal_mapping_rules_name_the_key(certs: Certificates) -> None:
                    f"ssl.keystore.location={certs.broker.keystore}", "ssl.principal.mapping.rules=DEFAULT/L")
     with pytest.raises(ConfigError, match=r"for configuration ssl.principal.mapping.rules: Invalid rule"):
         listener_security(config, "SSL")
+
+
+def test_kafkas_cipher_suite_names_restrict_tls_1_2(certs: Certificates) -> None:
+    config = _load("listeners=SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+                   "listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT", "ssl.keystore.type=PEM",
+                   f"ssl.keystore.location={certs.broker.keystore}",
+                   "ssl.cipher.suites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256")
+    context = listener_security(config, "SSL").ssl_context
+    assert context is not None
+    tls12 = {c["name"] for c in context.get_ciphers() if c["protocol"] == "TLSv1.2"}
+    assert tls12 == {"ECDHE-ECDSA-AES128-GCM-SHA256"}
+    bad = _load("listeners=SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+                "listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT", "ssl.keystore.type=PEM",
+                f"ssl.keystore.location={certs.broker.keystore}", "ssl.cipher.suites=TLS_NOPE_WITH_NOTHING")
+    with pytest.raises(ConfigError, match=r"ssl.cipher.suites: none of TLS_NOPE_WITH_NOTHING"):
+        listener_security(bad, "SSL")
