@@ -1,14 +1,17 @@
 """DeleteAcls (key 31), v1–3, on the controller: brokers forward their clients' ACL deletions here.
 
 Each filter removes the stored ACLs it matches (RemoveAccessControlEntryRecords, committed before
-the answer) and answers them, as Kafka's AclControlManager does.
+the answer) and answers them, as Kafka's AclControlManager does. The sender is authorized as for
+CreateAcls (controller_handlers/create_acls.py ``refused``).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from kbroker.controller_handlers.create_acls import refused
 from kbroker.controller_handlers.services import HasClock, HasQuorumController
+from kbroker.handlers.security import HasSecurity
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -19,7 +22,7 @@ MIN_VERSION = 1
 MAX_VERSION = 3
 
 
-class Services(HasQuorumController, HasClock, Protocol): ...
+class Services(HasQuorumController, HasClock, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
@@ -27,6 +30,8 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
     filters = [AclFilter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
                          f.host_filter, f.operation, f.permission_type) for f in request.filters]
     try:
+        if refused(ctx):
+            raise KafkaError(ErrorCode.cluster_authorization_failed)
         matched = AclControlManager(ctx.services.controller).delete(filters, ctx.services.clock.wall_ms())
         await ctx.services.committed()
     except KafkaError as exc:

@@ -28,6 +28,7 @@ from kbroker.config.listener_settings import controller_link_security, listener_
 from kbroker.config.settings import socket_server_settings
 from kbroker.controller_handlers import CONTROLLER_HANDLERS
 from kbroker.controller_handlers.services import ControllerServices
+from kbroker.handlers.security import SecurityFeatures
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.network.socket_server import SocketServer
 from kbroker.node.meta_properties import adopt_cluster_id, random_id
@@ -39,6 +40,7 @@ from kbroker.replication.quorum.metadata_snapshot import SnapshotPolicy, Snapsho
 from kbroker.replication.quorum.quorum_controller import ControllerSettings, QuorumController
 from kbroker.replication.quorum.raft import RaftConfig, RaftNode, RaftRole
 from kbroker.replication.quorum.raft_log import FileQuorumState, PartitionRaftLog
+from kbroker.security.authorizer import configured_authorizer
 from kbroker.security.scram_credentials import ScramCredentials
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.storage.log import PartitionLog
@@ -88,6 +90,11 @@ class ControllerNode:
             broker_default=config.get,
             disconnect_fence_ms=config.get_int("kbroker.broker.disconnect.fence.ms"),
         ), self._propose)
+        # Kafka's controllers authorize their own clients too (CreateAcls/DeleteAcls sent to the
+        # controller listener), from the ACLs in the active controller's image.
+        self.security = SecurityFeatures(authorizer=configured_authorizer(
+            config.get("authorizer.class.name") or "", config.get("super.users") or "",
+            config.get("allow.everyone.if.no.acl.found") or "false", lambda: self.controller.image))
         self.dispatcher: Dispatcher[ControllerServices] = Dispatcher(self, CONTROLLER_HANDLERS,
                                                                      on_peer_closed=self._peer_closed)
         self._sessions_changed = asyncio.Event()  # a session deadline moved earlier: look again

@@ -128,3 +128,47 @@ def test_internal_topics_refuse_client_writes_even_from_a_super_user(broker: Bro
     producer.produce("__consumer_offsets", b"forged", on_delivery=lambda err, _m: outcomes.append(err.name()))
     producer.flush(15)
     assert outcomes == ["TOPIC_EXCEPTION"]  # librdkafka's name for INVALID_TOPIC_EXCEPTION
+
+
+def _create_acl_request() -> object:
+    import sys
+
+    from kbroker.protocol.codec import request_schema
+
+    schema = request_schema(30, 3)
+    creation = sys.modules[schema.__module__].AclCreation(
+        resource_type=2, resource_name="orders", resource_pattern_type=3, principal="User:mallory", host="*",
+        operation=3, permission_type=3)
+    return schema(creations=(creation,))
+
+
+@pytest.mark.parametrize("kind", ["kafka", "kbroker"])
+def test_the_controller_listener_authorizes_acl_changes_as_kafka(kind: str, tmp_path: Path) -> None:
+    """CreateAcls sent straight to a combined node's controller listener by a principal without
+    ALTER on the cluster is CLUSTER_AUTHORIZATION_FAILED, on Kafka 4.3.1 and on kbroker. The
+    cluster gets one ACL first, CLUSTER_ACTION for ANONYMOUS (the node's own broker talks to its
+    controller as ANONYMOUS), so the no-ACL default no longer applies to it."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from compat.targets import KafkaTarget, KbrokerTarget
+    from tests.kbroker.handlers.wire import call
+
+    settings = {**SETTINGS, "super.users": "User:admin", "allow.everyone.if.no.acl.found": "true"}
+    target = (KafkaTarget if kind == "kafka" else KbrokerTarget)(tmp_path, extra=settings)
+    with target:
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})
+        brokers_own = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS",
+                                 "*", AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)
+        for future in admin.create_acls([brokers_own]).values():
+            future.result(timeout=30)  # answered once committed: the controller decides with it
+        properties = dict(line.split("=", 1) for line in target.properties.read_text().splitlines() if "=" in line)
+        controller = properties["controller.quorum.voters"].split("@", 1)[1]
+        answer = call(controller, _create_acl_request(), 3)
+        assert [r.error_code for r in answer.results] == [31]  # CLUSTER_AUTHORIZATION_FAILED
