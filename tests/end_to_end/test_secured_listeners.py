@@ -210,7 +210,7 @@ def test_a_cluster_replicates_over_a_secured_inter_broker_listener(
     common = {
         **TEST_SETTINGS, "controller.quorum.voters": f"{CONTROLLER_ID}@{HOST}:{controller_port}",
         "controller.listener.names": "CONTROLLER,PROBE", "default.replication.factor": "3",
-        "min.insync.replicas": "3", "offsets.topic.replication.factor": "3",
+        "min.insync.replicas": "3", "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "1",
         "transaction.state.log.replication.factor": "3",
         "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,INTERNAL:{protocol},"
                                           f"CONTROLLER:{controller_protocol},PROBE:PLAINTEXT",
@@ -228,7 +228,7 @@ def test_a_cluster_replicates_over_a_secured_inter_broker_listener(
         brokers.append(LocalBroker(tmp_path / f"broker-{node_id}", node_id, {
             **common, "process.roles": "broker", "inter.broker.listener.name": "INTERNAL",
             "listeners": f"PLAINTEXT://{HOST}:{port},INTERNAL://{HOST}:{internal}"}, port))
-    nodes = [controller, *brokers]
+    nodes = [*brokers, controller]  # brokers first: their controlled shutdown needs the controller
     try:
         controller.start()
         for broker in brokers:
