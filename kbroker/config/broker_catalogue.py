@@ -76,7 +76,7 @@ ACTED_ON = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
     "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm",
-    "ssl.principal.mapping.rules", "connections.max.reauth.ms",
+    "ssl.principal.mapping.rules", "connections.max.reauth.ms", "sasl.jaas.config",
     "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
     "controller.quota.window.size.seconds",
     "num.partitions", "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable",
