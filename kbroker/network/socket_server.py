@@ -19,9 +19,9 @@ a socket server each). It owns what all its connections share:
   read and its processing run back to back in one event-loop callback, so one buffer serves
   them all and an idle connection holds no buffer of its own.
 - Each listener's ``ListenerSecurity``: on SSL and SASL_SSL listeners an accepted socket gets
-  its TLS handshake (``connect_accepted_socket(ssl=...)``) before it is a connection; a handshake
-  that fails (plaintext on a TLS port, a client certificate from another CA) closes that socket
-  only, with one rate-limited line in the log.
+  its TLS handshake (``accept_tls``) before it is a connection; a handshake that fails (plaintext
+  on a TLS port, a client certificate from another CA) sends the client its TLS alert and closes
+  that socket only, with one rate-limited line in the log.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from kbroker.network.connection_quotas import ConnectionQuotas, resolve_per_ip_o
 from kbroker.network.listener_security import PLAINTEXT_LISTENER, SSL_HANDSHAKE_TIMEOUT_S, ListenerSecurity
 from kbroker.network.memory_pool import MemoryPool
 from kbroker.network.rate_limited_log import RateLimitedLogger
+from kbroker.network.tls_accept import accept_tls
 
 if TYPE_CHECKING:
     from kbroker.network.dispatcher import Dispatcher
@@ -142,8 +143,7 @@ class SocketServer:
             if context is None:
                 await self.loop.connect_accepted_socket(lambda: connection, sock)
             else:
-                await self.loop.connect_accepted_socket(lambda: connection, sock, ssl=context,
-                                                        ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S)
+                await accept_tls(self.loop, sock, connection, context, SSL_HANDSHAKE_TIMEOUT_S)
         except OSError as exc:  # ssl.SSLError and a handshake timeout included
             if connection.transport is None:  # connection_made never ran: nothing else counts it down
                 sock.close()

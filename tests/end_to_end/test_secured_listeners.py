@@ -154,17 +154,33 @@ def _closed_without_answer(sock: socket.socket) -> bool:
         return True
 
 
-def test_a_certificate_from_another_ca_is_refused_and_the_broker_keeps_serving(
-        node: dict[str, Any], certs: Certificates) -> None:
-    context = ssl.create_default_context(cafile=str(certs.ca))
-    context.load_cert_chain(str(certs.untrusted_client.certificate), str(certs.untrusted_client.key))
-    with socket.create_connection((HOST, node["ports"]["MTLS"]), timeout=DEADLINE_S) as raw:
+def _tls_alert(port: int, context: ssl.SSLContext) -> str:
+    """The TLS alert the broker answers a client with (OpenSSL's reason, e.g. TLSV1_ALERT_UNKNOWN_CA);
+    "" when the connection ended without one."""
+    with socket.create_connection((HOST, port), timeout=DEADLINE_S) as raw:
         try:  # TLS 1.3: the client's side of the handshake ends before the broker checks its certificate
-            sock = context.wrap_socket(raw, server_hostname=HOST)
-            sock.sendall(API_VERSIONS_V0)
-            assert _closed_without_answer(sock)
-        except (ssl.SSLError, ConnectionResetError):
-            pass  # refused during the handshake
+            with context.wrap_socket(raw, server_hostname=HOST) as sock:
+                sock.sendall(API_VERSIONS_V0)
+                assert sock.recv(1) == b"", "a refused client was answered"
+        except ssl.SSLError as exc:
+            return exc.reason or ""
+        except ConnectionResetError:
+            pass
+    return ""
+
+
+@pytest.mark.parametrize("client_certificate", ["from another CA", "none"])
+def test_a_refused_client_certificate_gets_kafkas_tls_alert_and_the_broker_keeps_serving(
+        node: dict[str, Any], certs: Certificates, client_certificate: str) -> None:
+    # Kafka's broker (JSSE) sends the alert, so clients report a certificate error instead of a
+    # dropped connection they retry until their timeout.
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    if client_certificate == "none":
+        expected = "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+    else:
+        expected = "TLSV1_ALERT_UNKNOWN_CA"
+        context.load_cert_chain(str(certs.untrusted_client.certificate), str(certs.untrusted_client.key))
+    assert _tls_alert(node["ports"]["MTLS"], context) == expected
     trusted = ssl.create_default_context(cafile=str(certs.ca))
     trusted.load_cert_chain(str(certs.client.certificate), str(certs.client.key))
     assert _api_versions_answered(node["ports"]["MTLS"], trusted)
