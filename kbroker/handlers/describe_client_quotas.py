@@ -5,7 +5,8 @@ each component names an entity type and matches it EXACT (that name), DEFAULT (t
 default entity) or SPECIFIED (any entity having that type); every component must hold, and
 ``strict`` also excludes entities with types the filter does not name. A filter that repeats a
 type, names an unknown match type or mixes ip with user/client-id is INVALID_REQUEST (an
-unknown entity type UNSUPPORTED_VERSION) with Kafka's message and no entries.
+unknown entity type UNSUPPORTED_VERSION) with Kafka's message and no entries. With an
+authorizer the caller needs DESCRIBE_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from kbroker.handlers.security import CLUSTER_DENIED, HasSecurity, cluster_allowed
 from kbroker.handlers.services import HasClientQuotas
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.client_quota_control_manager import CLIENT_ID, IP, USER, QuotaEntity
+from kbroker.security.acl import AclOperation
 
 API_KEY = 48
 MIN_VERSION = 0
@@ -25,11 +28,14 @@ MAX_VERSION = 1
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 
-class Services(HasClientQuotas, Protocol): ...
+class Services(HasClientQuotas, HasSecurity, Protocol): ...
 
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE_CONFIGS):
+        return build(m.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed, error_message=CLUSTER_DENIED, entries=None)
     try:
         exact, specified = _filter(request.components)
     except KafkaError as exc:

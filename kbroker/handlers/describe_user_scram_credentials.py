@@ -7,6 +7,8 @@ with a credential; a named user without credentials is RESOURCE_NOT_FOUND "Attem
 user credential that does not exist: <user>"; a user named twice is answered once, before
 the others as Kafka orders them, with DUPLICATE_RESOURCE "Cannot describe SCRAM credentials for
 the same user twice in a single request: <user>". Without a store every user is unknown.
+With an authorizer the caller needs DESCRIBE on the cluster, else the answer is
+CLUSTER_AUTHORIZATION_FAILED with no users.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Protocol
 
-from kbroker.handlers.security import HasSecurity
+from kbroker.handlers.security import CLUSTER_DENIED, HasSecurity, cluster_allowed
 from kbroker.network.context import RequestContext
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
+from kbroker.security.acl import AclOperation
 
 API_KEY = 50
 MIN_VERSION = 0
@@ -29,6 +32,9 @@ class Services(HasSecurity, Protocol): ...
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        return build(m.DescribeUserScramCredentialsResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed, error_message=CLUSTER_DENIED, results=())
     store = ctx.services.security.scram
     known = store.credentials() if store is not None else {}
     results = []
