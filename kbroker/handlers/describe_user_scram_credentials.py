@@ -8,7 +8,7 @@ user credential that does not exist: <user>"; a user named twice is answered onc
 the others as Kafka orders them, with DUPLICATE_RESOURCE "Cannot describe SCRAM credentials for
 the same user twice in a single request: <user>". Without a store every user is unknown.
 With an authorizer the caller needs DESCRIBE on the cluster, else the answer is
-CLUSTER_AUTHORIZATION_FAILED with no users.
+CLUSTER_AUTHORIZATION_FAILED, at the top and for each user asked about.
 """
 
 from __future__ import annotations
@@ -33,8 +33,13 @@ class Services(HasSecurity, Protocol): ...
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        # Kafka's error response: the error at the top and once per user asked about (user name
+        # empty); librdkafka counts on the per-user results (it crashed on none).
+        denied = build(m.DescribeUserScramCredentialsResult, user="", error_code=ErrorCode.cluster_authorization_failed,
+                       error_message=CLUSTER_DENIED, credential_infos=())
         return build(m.DescribeUserScramCredentialsResponse, throttle_time=NO_THROTTLE,
-                     error_code=ErrorCode.cluster_authorization_failed, error_message=CLUSTER_DENIED, results=())
+                     error_code=ErrorCode.cluster_authorization_failed, error_message=CLUSTER_DENIED,
+                     results=tuple(denied for _ in request.users or ()))
     store = ctx.services.security.scram
     known = store.credentials() if store is not None else {}
     results = []

@@ -175,3 +175,54 @@ def test_the_metadata_log_holds_no_password(node) -> None:
     assert b"UserScramCredentialRecord" in stored
     assert b"alice-secret" not in stored and b"carol-secret" not in stored
     assert b"alice-secret" not in Path(broker.log_path).read_bytes()
+
+
+
+def test_scram_credentials_need_cluster_describe_and_alter_under_an_authorizer(
+        tmp_path_factory: pytest.TempPathFactory, kafka_cli: KafkaCli) -> None:  # noqa: F811
+    # As Kafka: AlterUserScramCredentials needs ALTER, DescribeUserScramCredentials DESCRIBE on
+    # the cluster; a user without them gets CLUSTER_AUTHORIZATION_FAILED, a super user succeeds.
+    # (The describe goes through kafka-configs: confluent-kafka 2.16's describe aborts the process
+    # on any top-level error answer.)
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    home = tmp_path_factory.mktemp("scram-acl")
+    sasl_port = free_port()
+    broker = BrokerProcess(str(home / "data"), overrides={
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+    }, port=sasl_port)
+    broker.start()
+    try:
+        upsert = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                              b"carol-secret")
+
+        def alter_error(user: str) -> int | None:
+            client = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                                  "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-secret"})
+            try:
+                client.alter_user_scram_credentials([upsert])["carol"].result(TIMEOUT_S)
+                return None
+            except Exception as exc:
+                return exc.args[0].code()
+
+        def describe(user: str) -> str:
+            config = home / f"{user}.properties"
+            config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                              "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                              f'username="{user}" password="{user}-secret";\n')
+            result = kafka_cli.run(CONFIGS, "--bootstrap-server", broker.bootstrap, "--command-config", str(config),
+                                   "--describe", "--entity-type", "users", "--entity-name", "carol", check=False)
+            return result.text + result.stderr
+
+        assert alter_error("bob") == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        assert "ClusterAuthorizationException" in describe("bob")
+        assert alter_error("admin") is None
+        described = describe("admin")
+        assert "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=4096" in described
+    finally:
+        broker.close()
