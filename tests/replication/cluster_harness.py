@@ -15,7 +15,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.partition import DataWaiter, Partition
@@ -26,6 +26,7 @@ from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
 
 from kbroker.handlers import fetch, offset_for_leader_epoch, produce
+from kbroker.handlers.security import SecurityFeatures
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.network.socket_server import SocketServer, SocketServerSettings
 
@@ -53,6 +54,7 @@ class ReplicaServices:
 
     catalogue: Catalogue
     replicas: ReplicaManager
+    security: SecurityFeatures = field(default_factory=SecurityFeatures)  # no authorizer: every request allowed
 
 
 class ReplicaNode:
