@@ -17,10 +17,10 @@ from typing import Protocol
 from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclBinding, AclOperation
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.quorum.acl_control_manager import AclControlManager, AclSpec
-from kbroker.security.acl import AclOperation
+from kbroker.replication.quorum.acl_control_manager import AclControlManager
 
 API_KEY = 30
 MIN_VERSION = 1
@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
         return build(m.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(
             build(m.AclCreationResult, error_code=ErrorCode.cluster_authorization_failed, error_message=None)
             for _ in request.creations))
-    specs = [AclSpec(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host, c.operation,
+    specs = [AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host, c.operation,
                      c.permission_type) for c in request.creations]
     try:
         outcomes = AclControlManager(ctx.services.controller).create(specs, ctx.services.clock.wall_ms())

@@ -13,9 +13,10 @@ from kbroker.controller_handlers.create_acls import refused
 from kbroker.controller_handlers.services import HasClock, HasQuorumController
 from kbroker.handlers.security import HasSecurity
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclBindingFilter
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.replication.quorum.acl_control_manager import AclControlManager, AclFilter
+from kbroker.replication.quorum.acl_control_manager import AclControlManager
 
 API_KEY = 31
 MIN_VERSION = 1
@@ -27,8 +28,9 @@ class Services(HasQuorumController, HasClock, HasSecurity, Protocol): ...
 
 async def handle(ctx: RequestContext[Services], request: object) -> object:
     m = response_module(API_KEY, ctx.api_version)
-    filters = [AclFilter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
-                         f.host_filter, f.operation, f.permission_type) for f in request.filters]
+    filters = [AclBindingFilter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
+                                f.principal_filter, f.host_filter, f.operation, f.permission_type)
+               for f in request.filters]
     try:
         if refused(ctx):
             raise KafkaError(ErrorCode.cluster_authorization_failed)

@@ -15,9 +15,9 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 
 from .txn_errors import for_version
 

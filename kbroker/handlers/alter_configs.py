@@ -34,9 +34,9 @@ from kbroker.config.dynamic_broker_config import validate_dynamic_broker_configs
 from kbroker.handlers.security import HasSecurity, config_resource_denied
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation
 from kbroker.protocol.codec import response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation
 
 API_KEY = 33
 MIN_VERSION = 0

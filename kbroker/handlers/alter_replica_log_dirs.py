@@ -27,9 +27,9 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.handlers.services import HasCatalogue, HasClock, HasLogDirs, HasReplicas
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation
 from kbroker.storage.log_dir_move import copy_step
 from kbroker.storage.log_manager import FUTURE_SUFFIX, LogManager
 

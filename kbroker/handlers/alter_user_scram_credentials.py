@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from kbroker.handlers.security import CLUSTER_DENIED, HasSecurity, cluster_allowed
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.security.acl import AclOperation
 
 API_KEY = 51
 MIN_VERSION = 0

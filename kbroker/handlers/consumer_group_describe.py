@@ -21,9 +21,9 @@ from kbroker.groups.assignors import Assignment
 from kbroker.handlers.security import HasSecurity, allowed, authorized_operations
 from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasCluster, HasConsumerGroups
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 69
 MIN_VERSION = 0

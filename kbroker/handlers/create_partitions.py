@@ -24,10 +24,10 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasCatalogue, HasClientQuotas
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.topic_rules import check_partitions_added
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 37
 MIN_VERSION = 0

@@ -32,10 +32,10 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, allowed, cluster_allowed
 from kbroker.handlers.services import HasCatalogue, HasClientQuotas
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import ZERO_UUID, build, has_field, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.topic_rules import TopicInfo, check_partitions_requested
-from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.storage.log_config import resolve_topic_configs
 
 API_KEY = 19

@@ -12,9 +12,9 @@ from typing import Protocol
 
 from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.security.acl import AclOperation
 
 API_KEY = 31
 MIN_VERSION = 1

@@ -14,9 +14,9 @@ from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasClassicGroups
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 42
 MIN_VERSION = 0

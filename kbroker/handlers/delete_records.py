@@ -21,9 +21,9 @@ from kbroker.handlers.security import HasSecurity, denied_names
 from kbroker.handlers.services import HasLogDirs, HasReplicas
 from kbroker.network.context import RequestContext
 from kbroker.network.rate_limited_log import RateLimitedLogger
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 21
 MIN_VERSION = 0

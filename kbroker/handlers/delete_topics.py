@@ -25,10 +25,10 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasCatalogue, HasClientQuotas, HasSettings
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.quotas.client_quotas import MutationQuota
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 20
 MIN_VERSION = 1

@@ -17,10 +17,10 @@ from typing import Protocol
 from kbroker.handlers.security import CLUSTER_DENIED, HasSecurity, cluster_allowed
 from kbroker.handlers.services import HasClientQuotas
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.client_quota_control_manager import CLIENT_ID, IP, USER, QuotaEntity
-from kbroker.security.acl import AclOperation
 
 API_KEY = 48
 MIN_VERSION = 0

@@ -18,9 +18,9 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, authorized_operations
 from kbroker.handlers.services import HasCluster
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import CLUSTER_NAME, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.security.acl import CLUSTER_NAME, ResourceType
 
 from .metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
 

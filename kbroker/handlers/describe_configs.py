@@ -40,10 +40,10 @@ from kbroker.config.config_resources import (
 from kbroker.handlers.security import HasSecurity, config_resource_denied
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.topic_rules import validate_topic_name
-from kbroker.security.acl import AclOperation
 from kbroker.storage.log_config import ConfigEntry, ConfigSource, ConfigType
 
 API_KEY = 32

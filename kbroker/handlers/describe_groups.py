@@ -18,9 +18,9 @@ from kbroker.groups.classic_group import GroupState
 from kbroker.handlers.security import HasSecurity, allowed, authorized_operations
 from kbroker.handlers.services import HasClassicGroups, HasConsumerGroups
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 15
 MIN_VERSION = 0

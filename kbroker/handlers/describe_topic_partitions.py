@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Protocol
 from kbroker.handlers.security import HasSecurity, authorized_operations, denied_names
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replication.quorum.partition_registration import NO_LEADER
-from kbroker.security.acl import AclOperation, ResourceType
 
 from .metadata import AUTHORIZED_OPERATIONS_OMITTED, TOPIC_OPERATIONS
 

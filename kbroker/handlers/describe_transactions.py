@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Protocol
 from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasTransactions
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:  # annotations only: the codec imports an API's kio module when it is first used
     from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest

@@ -39,11 +39,11 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, cluster_allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasReplicas
 from kbroker.network.context import EncodedResponse, RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import encode_unsigned_varint, response_header
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.wire import Writer
 from kbroker.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
-from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.storage.log import FetchSlice
 
 API_KEY = 1

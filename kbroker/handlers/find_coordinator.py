@@ -28,9 +28,9 @@ from kbroker.handlers.security import GROUP_DENIED, TRANSACTIONAL_ID_DENIED, Has
 from kbroker.handlers.services import HasCatalogue, HasCluster, HasGroupOffsets, HasSettings
 from kbroker.network.context import RequestContext
 from kbroker.network.rate_limited_log import RateLimitedLogger
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.transactions.transaction_log import TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_TOPIC_CONFIGS, partition_for
 
 # Every FindCoordinator asks again while the topic cannot be created (too few brokers).

@@ -40,9 +40,9 @@ from kbroker.config.kafka_config import BROKER_CONFIGS
 from kbroker.handlers.security import HasSecurity, config_resource_denied
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation
 from kbroker.protocol.codec import response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation
 from kbroker.storage.log_config import TOPIC_CONFIGS, ConfigType
 
 API_KEY = 44

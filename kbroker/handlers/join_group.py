@@ -22,9 +22,9 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, allowed
 from kbroker.handlers.services import HasClassicGroups
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 11
 MIN_VERSION = 0

@@ -25,9 +25,9 @@ from kbroker.config.config_resources import (
 from kbroker.handlers.security import HasSecurity, cluster_allowed
 from kbroker.handlers.services import HasCatalogue, HasCluster
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.security.acl import AclOperation
 
 API_KEY = 74
 MIN_VERSION = 0

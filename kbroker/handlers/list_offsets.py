@@ -26,11 +26,11 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, denied_names
 from kbroker.handlers.services import HasReplicas
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.partition import Partition
 from kbroker.replication.replica_manager import READ_COMMITTED
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 2
 MIN_VERSION = 1

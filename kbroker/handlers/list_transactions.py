@@ -15,9 +15,9 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, denied_names
 from kbroker.handlers.services import HasClock, HasTransactions
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode
-from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.transactions.transaction_log import TransactionState
 
 API_KEY = 66

@@ -27,10 +27,10 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, allowed, authorized_operations, cluster_allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasCluster, HasSettings
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.protocol.codec import ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.partition_registration import NO_LEADER
-from kbroker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = 3
 MIN_VERSION = 0

@@ -28,9 +28,9 @@ from kbroker.groups.offset_store import OffsetAndMetadata
 from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasClock, HasGroupOffsets, HasSettings
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 8
 MIN_VERSION = 2

@@ -17,9 +17,9 @@ from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasGroupOffsets
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 47
 MIN_VERSION = 0

@@ -20,9 +20,9 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasClassicGroups, HasConsumerGroups, HasGroupOffsets
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 
 from .offset_commit import topic_names_by_id
 

@@ -22,9 +22,9 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, cluster_allowed, denied_names
 from kbroker.handlers.services import HasReplicas
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 
 API_KEY = 23
 MIN_VERSION = 2

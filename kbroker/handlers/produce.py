@@ -41,13 +41,13 @@ from typing import Protocol
 from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasReplicas, HasTransactionVerifier
 from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import MalformedRequest, response_header
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.records import HEADER_SIZE, read_header
 from kbroker.protocol.wire import Reader, Writer
 from kbroker.replication.partition import Partition
 from kbroker.replication.replica_manager import ProduceResult
-from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard
 
 API_KEY = 0

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import CLUSTER_NAME, AclBinding, AclBindingFilter, ResourceType
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import CLUSTER_NAME, AclBinding, AclBindingFilter, ResourceType
 from kbroker.security.principal import KafkaPrincipal
 
 _NOTHING: frozenset[str] = frozenset()

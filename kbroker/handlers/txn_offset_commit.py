@@ -28,9 +28,9 @@ from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetAndMetadat
 from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasClassicGroups, HasClock, HasGroupOffsets, HasReplicas, HasTransactionVerifier
 from kbroker.network.context import RequestContext
+from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard
 
 from .txn_errors import for_version

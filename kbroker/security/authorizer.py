@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
-from kbroker.replication.quorum.metadata_records import AccessControlEntryRecord
-from kbroker.security.acl import (
+from kbroker.protocol.acl import (
     SUPPORTED_OPERATIONS,
     WILDCARD,
     WILDCARD_PRINCIPAL,
@@ -35,6 +34,7 @@ from kbroker.security.acl import (
     AclPermissionType,
     PatternType,
 )
+from kbroker.replication.quorum.metadata_records import AccessControlEntryRecord
 from kbroker.security.principal import KafkaPrincipal
 
 # The class names ``authorizer.class.name`` turns this authorizer on with: Kafka's KRaft

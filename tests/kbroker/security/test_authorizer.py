@@ -7,16 +7,16 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kbroker.replication.quorum.metadata_image import MetadataImage
-from kbroker.replication.quorum.metadata_records import AccessControlEntryRecord, RemoveAccessControlEntryRecord
-
-from kbroker.security.acl import (
+from kbroker.protocol.acl import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
 )
+from kbroker.replication.quorum.metadata_image import MetadataImage
+from kbroker.replication.quorum.metadata_records import AccessControlEntryRecord, RemoveAccessControlEntryRecord
+
 from kbroker.security.authorizer import StandardAuthorizer, configured_authorizer
 from kbroker.security.principal import KafkaPrincipal
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from kbroker.protocol.acl import AclBinding, AclBindingFilter
 from kbroker.protocol.errors import ErrorCode
-from kbroker.replication.quorum.acl_control_manager import AclControlManager, AclFilter, AclSpec
+from kbroker.replication.quorum.acl_control_manager import AclControlManager
 from kbroker.replication.quorum.metadata_image import MetadataImage
 from kbroker.replication.quorum.metadata_records import MetadataRecord
 
@@ -31,10 +32,10 @@ class Controller:
         return self.image.offset
 
 
-def acl(**changes: object) -> AclSpec:
+def acl(**changes: object) -> AclBinding:
     fields = {"resource_type": TOPIC, "resource_name": "orders", "pattern_type": LITERAL,
               "principal": "User:alice", "host": "*", "operation": READ, "permission_type": ALLOW, **changes}
-    return AclSpec(**fields)
+    return AclBinding(**fields)
 
 
 @pytest.mark.parametrize(("bad", "message"), [
@@ -49,7 +50,7 @@ def acl(**changes: object) -> AclSpec:
     (acl(principal="alice"), "Could not parse principal from `alice` (no colon is present separating the principal "
                              "type from the principal name)"),
 ])
-def test_invalid_acls_are_refused_with_kafkas_message(bad: AclSpec, message: str) -> None:
+def test_invalid_acls_are_refused_with_kafkas_message(bad: AclBinding, message: str) -> None:
     controller = Controller()
     [outcome] = AclControlManager(controller).create([bad], 0)
     assert outcome is not None and (outcome.code, outcome.message) == (ErrorCode.invalid_request, message)
@@ -69,10 +70,10 @@ def test_delete_filters_remove_what_they_match() -> None:
     manager = AclControlManager(controller)
     manager.create([acl(), acl(resource_name="ord", pattern_type=PREFIXED, operation=WRITE),
                     acl(resource_type=GROUP, resource_name="billing")], 0)
-    match_orders = AclFilter(TOPIC, "orders", MATCH, None, None, ANY, ANY)
+    match_orders = AclBindingFilter(TOPIC, "orders", MATCH, None, None, ANY, ANY)
     [matched] = manager.delete([match_orders], 0)
     assert sorted((a.resource_name, a.pattern_type) for a in matched) == [("ord", PREFIXED), ("orders", LITERAL)]
     assert [a.resource_type for a in controller.image.acls.values()] == [GROUP]
-    every = AclFilter(ANY, None, ANY, None, None, ANY, ANY)
+    every = AclBindingFilter(ANY, None, ANY, None, None, ANY, ANY)
     assert len(manager.delete([every, every], 0)[0]) == 1  # both filters see it; one record removes it
     assert not controller.image.acls

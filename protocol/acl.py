@@ -2,14 +2,16 @@
 binding (a resource pattern plus an access control entry), the filter DescribeAcls/DeleteAcls
 match with, and the names Kafka's tools print for each code.
 
-Pure values: the authorizer (kbroker/security/authorizer.py), the ACL handlers and the
-controller's AclControlManager share them.
+Pure values, kept with the wire codes because the broker's authorizer (kbroker/security/
+authorizer.py), the ACL handlers and the controller's AclControlManager (replication/quorum)
+all speak them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Protocol
 
 # The one name a CLUSTER resource has (Kafka's ``kafka-cluster``).
 CLUSTER_NAME = "kafka-cluster"
@@ -93,6 +95,25 @@ class AclBinding:
     permission_type: int
 
 
+class StoredAcl(Protocol):
+    """An ACL as the metadata log stores it (AccessControlEntryRecord): a binding's fields."""
+
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+    @property
+    def pattern_type(self) -> int: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def operation(self) -> int: ...
+    @property
+    def permission_type(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AclBindingFilter:
     """What DescribeAcls / DeleteAcls match: a None name, principal or host, or the code ANY (1),
@@ -107,10 +128,10 @@ class AclBindingFilter:
     operation: int
     permission_type: int
 
-    def matches(self, acl: AclBinding) -> bool:
+    def matches(self, acl: AclBinding | StoredAcl) -> bool:
         return self.matches_pattern(acl) and self.matches_entry(acl)
 
-    def matches_pattern(self, acl: AclBinding) -> bool:
+    def matches_pattern(self, acl: AclBinding | StoredAcl) -> bool:
         if self.resource_type not in (ResourceType.ANY, acl.resource_type):
             return False
         if self.pattern_type not in (PatternType.ANY, PatternType.MATCH, acl.pattern_type):
@@ -124,7 +145,7 @@ class AclBindingFilter:
             return acl.resource_name in (self.resource_name, WILDCARD)
         return acl.pattern_type == PatternType.PREFIXED and self.resource_name.startswith(acl.resource_name)
 
-    def matches_entry(self, acl: AclBinding) -> bool:
+    def matches_entry(self, acl: AclBinding | StoredAcl) -> bool:
         return ((self.principal is None or self.principal == acl.principal)
                 and (self.host is None or self.host == acl.host)
                 and self.operation in (AclOperation.ANY, acl.operation)
