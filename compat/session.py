@@ -15,6 +15,7 @@ import os
 import threading
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -93,6 +94,26 @@ class Slot:
         self.target.close()
 
 
+def start_side_by_side(starts: Sequence[Callable[[], None]], close: Callable[[], None]) -> None:
+    """Run every start at once, each in its own thread; if any fails, ``close`` and raise the first error."""
+    errors: list[BaseException] = []
+
+    def start(step: Callable[[], None]) -> None:
+        try:
+            step()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(step,)) for step in starts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        close()
+        raise errors[0]
+
+
 class CompatSession:
     def __init__(self, workdir: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -104,22 +125,7 @@ class CompatSession:
 
     def start(self) -> None:
         """Start both targets at once (Kafka's JVM takes a few seconds)."""
-        errors: list[BaseException] = []
-
-        def start(slot: Slot) -> None:
-            try:
-                slot.start()
-            except BaseException as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=start, args=(slot,)) for slot in self.slots.values()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            self.close()
-            raise errors[0]
+        start_side_by_side([slot.start for slot in self.slots.values()], self.close)
 
     def run_on(self, target: str, scenario: Scenario, client: str) -> TargetRun:
         slot = self.slots[target]

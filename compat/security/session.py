@@ -18,7 +18,6 @@ import difflib
 import json
 import re
 import tempfile
-import threading
 import time
 import traceback
 from collections import Counter
@@ -33,7 +32,7 @@ from compat.scenarios.security import WAYS, SecurityRun, SecurityScenario, items
 from compat.security.broker_config import SCRAM_ITERATIONS, USERS
 from compat.security.brokers import SecuredTarget, secured_target
 from compat.security.certificates import make_certificates
-from compat.session import PairResult, TargetRun, render
+from compat.session import PairResult, TargetRun, render, start_side_by_side
 
 BROKERS = ("kafka", "kbroker")
 SCRAM_READY_S = 30.0
@@ -134,22 +133,7 @@ class SecuredSession:
 
     def start(self) -> None:
         """Start every broker at once (Kafka's JVM takes a few seconds); any failure stops all."""
-        errors: list[BaseException] = []
-
-        def start(broker: SecuredBroker) -> None:
-            try:
-                broker.start()
-            except BaseException as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=start, args=(b,)) for b in self.brokers.values()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            self.close()
-            raise errors[0]
+        start_side_by_side([broker.start for broker in self.brokers.values()], self.close)
 
     def run_on(self, kind: str, scenario: SecurityScenario, client: str, way: str) -> TargetRun:
         broker = self.brokers[kind]
