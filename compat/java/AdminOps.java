@@ -36,6 +36,13 @@ final class AdminOps {
                     .get(T, TimeUnit.MILLISECONDS)).forEach(names::add);
                 return names;
             }
+            case "internal_topics": {  // the topics Metadata flags internal (TopicListing.isInternal)
+                ArrayNode names = CompatDriver.JSON.createArrayNode();
+                admin.listTopics(new ListTopicsOptions().listInternal(true)).listings()
+                    .get(T, TimeUnit.MILLISECONDS).stream().filter(TopicListing::isInternal)
+                    .map(TopicListing::name).sorted().forEach(names::add);
+                return names;
+            }
             case "describe_cluster": return describeCluster(admin);
             case "describe_configs": return describeConfigs(admin, r);
             case "alter_configs": return alterConfigs(admin, r);

@@ -168,6 +168,21 @@ def list_topics(run: Run) -> Any:
     return mine(run, run.client.list_topics())
 
 
+@scenario("admin/internal-topics", needs={"admin.list_topics"}, clients=("java",))
+def internal_topics(run: Run) -> Any:
+    """Metadata flags __consumer_offsets internal (the Java Admin client's TopicListing.isInternal;
+    its listTopics() leaves such topics out, as do consumers' pattern subscriptions)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    t = run.topic()
+    admin = AdminClient({"bootstrap.servers": run.client.bootstrap})
+    group = run.name("g")  # a committed offset: __consumer_offsets exists (the admin client finds the coordinator)
+    offsets = ConsumerGroupTopicPartitions(group, [TopicPartition(t, 0, 0)])
+    admin.alter_consumer_group_offsets([offsets])[group].result(30)
+    return run.client._call("internal_topics")  # AdminOps in the driver JVM
+
+
 @scenario("admin/describe-unknown-topic", needs={DESCRIBE})
 def describe_unknown_topic(run: Run) -> Any:
     """Describing a missing topic reports UNKNOWN_TOPIC_OR_PARTITION (auto-creation is off)."""

@@ -24,6 +24,7 @@ from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import NO_THROTTLE, ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode
 from kbroker.replication.quorum.partition_registration import NO_LEADER
+from kbroker.replication.quorum.topic_rules import INTERNAL_TOPICS
 
 from .metadata import AUTHORIZED_OPERATIONS_OMITTED, TOPIC_OPERATIONS
 
@@ -84,7 +85,7 @@ async def handle(ctx: RequestContext[Services],
         topics.append(build(
             m.DescribeTopicPartitionsResponseTopic,
             error_code=ErrorCode.none,
-            name=name, topic_id=info.topic_id, is_internal=False,
+            name=name, topic_id=info.topic_id, is_internal=name in INTERNAL_TOPICS,
             partitions=tuple(p for p in partitions if p is not None),
             topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name, TOPIC_OPERATIONS),
         ))

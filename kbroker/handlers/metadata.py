@@ -31,6 +31,7 @@ from kbroker.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.protocol.codec import ZERO_UUID, build, response_module
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.quorum.partition_registration import NO_LEADER
+from kbroker.replication.quorum.topic_rules import INTERNAL_TOPICS
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -124,7 +125,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> object:
             error_code=error,
             name=name,
             topic_id=info.topic_id if info is not None else ZERO_UUID,
-            is_internal=False,
+            is_internal=name in INTERNAL_TOPICS,
             partitions=tuple(partitions),
             topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name or "", TOPIC_OPERATIONS)
             if include_ops and error != ErrorCode.topic_authorization_failed else AUTHORIZED_OPERATIONS_OMITTED,

@@ -47,6 +47,7 @@ from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.records import HEADER_SIZE, read_header
 from kbroker.protocol.wire import Reader, Writer
 from kbroker.replication.partition import Partition
+from kbroker.replication.quorum.topic_rules import INTERNAL_TOPICS
 from kbroker.replication.replica_manager import ProduceResult
 from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard
 
@@ -64,7 +65,6 @@ UNVERIFIABLE = (ErrorCode.network_exception, ErrorCode.coordinator_load_in_progr
                 ErrorCode.coordinator_not_available, ErrorCode.not_coordinator)
 # Kafka's internal topics: only their coordinators write them, and a client only under Kafka's
 # admin client id (ReplicaManager's internalTopicsAllowed), else INVALID_TOPIC_EXCEPTION.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 ADMIN_CLIENT_ID = "__admin_client"
 _PARTITION_FIXED = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 _INT64 = struct.Struct(">q")

@@ -1,7 +1,7 @@
 """Kafka's rules for topics, shared by the controller that decides and the brokers that ask.
 
-Topic names (``validate_topic_name``, with Kafka 4's messages), names that collide once '.'
-and '_' are treated alike, manual replica assignments, and the per-request partition caps of
+Topic names (``validate_topic_name``, with Kafka 4's messages), which topics are internal,
+names that collide once '.' and '_' are treated alike, manual replica assignments, and the per-request partition caps of
 Kafka's controller (POLICY_VIOLATION beyond MAX_PARTITIONS_PER_REQUEST). ``TopicInfo`` is a
 topic as a broker's catalogue knows it. Errors are raised as KafkaError with Kafka's code and
 message.
@@ -18,6 +18,9 @@ from typing import Protocol
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 MAX_TOPIC_NAME_LENGTH = 249
+# Kafka's internal topics (Topic.INTERNAL_TOPICS): flagged is_internal in Metadata, so clients'
+# exclude-internal listings and pattern subscriptions skip them, and closed to clients' writes.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # Kafka's controller refuses, with POLICY_VIOLATION, a CreateTopics asking for more partitions
 # than this in all (MAX_PARTITIONS_PER_BATCH) and any request producing more metadata records
 # (MAX_RECORDS_PER_USER_OP): one request must not tie the controller up for long.
