@@ -86,7 +86,7 @@ class Slot:
         return self.clients[name]
 
     def close(self) -> None:
-        for client in self.clients.values():
+        for client in [*self.clients.values(), *([self.harness] if self.harness is not None else [])]:
             try:
                 client.close()
             except Exception:  # a client that cannot close cleanly must not keep the targets up
