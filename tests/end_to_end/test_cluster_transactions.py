@@ -26,6 +26,7 @@ its transactions on the same cluster with the same checks.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -200,6 +201,18 @@ def wait_fully_replicated(cluster: Cluster, topics: list[str]) -> None:
         assert time.monotonic() < deadline, short
 
 
+def quorum_leader(cluster: Cluster) -> int:
+    """The controller quorum's leader, as ``kafka-metadata-quorum describe --status`` names it."""
+    run = subprocess.run(
+        ["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
+         "--bootstrap-controller", cluster.controller_bootstrap, "describe", "--status"],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = re.search(r"^LeaderId:\s+(\d+)$", run.stdout, re.MULTILINE)
+    assert found is not None, run.stdout
+    return int(found.group(1))
+
+
 def finish_after_crash(producer: Producer, bootstrap: str) -> tuple[Producer, str]:
     """Commit the open transaction across the coordinator's crash; its outcome as far as the
     client knows ("committed", "aborted", or "unknown" when the client gave up on it)."""
@@ -279,7 +292,12 @@ def test_transactions_survive_a_coordinator_crash(cluster: Cluster, tmp_path: Pa
     # its answer) but one partition's only replica is paused, so a marker cannot be written
     # yet. The new coordinator finds PrepareCommit and finishes the commit once it can.
     coordinator = transaction_coordinator(cluster)
-    blocked = next(b for b in cluster.broker_ids if b != coordinator)
+    # The paused broker is not the quorum's leader either (on three combined nodes one of them
+    # is): this test is about the coordinator's crash. Pausing the active controller is a
+    # controller failover, where kbroker's brokers keep heartbeating the paused leader past
+    # their session and the new leader fences them (a known gap, in the notes of issues 16/18).
+    leader = quorum_leader(cluster)
+    blocked = next(b for b in cluster.broker_ids if b not in (coordinator, leader))
     escrow = NewTopic(ESCROW, 1, replica_assignment=[[blocked]], config={"min.insync.replicas": "1"})
     admin.create_topics([escrow])[ESCROW].result(timeout=30)
     number = 12
