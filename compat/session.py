@@ -94,6 +94,17 @@ class Slot:
         self.target.close()
 
 
+def compare(kafka: TargetRun, kbroker: TargetRun) -> tuple[str, str]:
+    """("error", who raised what) | ("identical", "") | ("diff", the unified diff of the outcomes)."""
+    if kafka.error or kbroker.error:
+        return "error", "\n".join(f"--- {name} raised:\n{run.error}" for name, run in
+                                   (("kafka", kafka), ("kbroker", kbroker)) if run.error)  # fmt: skip
+    if kafka.outcome == kbroker.outcome:
+        return "identical", ""
+    return "diff", "\n".join(difflib.unified_diff(render(kafka.outcome), render(kbroker.outcome),
+                                                  "kafka", "kbroker", lineterm=""))  # fmt: skip
+
+
 def start_side_by_side(starts: Sequence[Callable[[], None]], close: Callable[[], None]) -> None:
     """Run every start at once, each in its own thread; if any fails, ``close`` and raise the first error."""
     errors: list[BaseException] = []
@@ -152,16 +163,7 @@ class CompatSession:
                 on_kbroker = pool.submit(self.run_on, "kbroker", scenario, client)
                 kafka, kbroker = on_kafka.result(), on_kbroker.result()
         kafka.outcome, kbroker.outcome = normalise_pair(kafka.outcome, kbroker.outcome)
-        if kafka.error or kbroker.error:
-            status = "error"
-            diff = "\n".join(f"--- {name} raised:\n{run.error}" for name, run in
-                             (("kafka", kafka), ("kbroker", kbroker)) if run.error)  # fmt: skip
-        elif kafka.outcome == kbroker.outcome:
-            status, diff = "identical", ""
-        else:
-            status = "diff"
-            diff = "\n".join(difflib.unified_diff(render(kafka.outcome), render(kbroker.outcome),
-                                                  "kafka", "kbroker", lineterm=""))  # fmt: skip
+        status, diff = compare(kafka, kbroker)
         result = PairResult(scenario.id, client, status, kafka, kbroker, diff)
         self.results.append(result)
         return result

@@ -14,7 +14,6 @@ the harness itself.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import re
 import tempfile
@@ -32,7 +31,7 @@ from compat.scenarios.security import WAYS, SecurityRun, SecurityScenario, items
 from compat.security.broker_config import SCRAM_ITERATIONS, USERS
 from compat.security.brokers import SecuredTarget, secured_target
 from compat.security.certificates import make_certificates
-from compat.session import PairResult, TargetRun, render, start_side_by_side
+from compat.session import PairResult, TargetRun, compare, start_side_by_side
 
 BROKERS = ("kafka", "kbroker")
 SCRAM_READY_S = 30.0
@@ -154,16 +153,7 @@ class SecuredSession:
         the clients' own retry loops, which two brokers' worth of clients on two cores would stretch)."""
         kafka = self.run_on("kafka", scenario, client, way)
         kbroker = self.run_on("kbroker", scenario, client, way)
-        if kafka.error or kbroker.error:
-            status = "error"
-            diff = "\n".join(f"--- {name} raised:\n{r.error}" for name, r in
-                             (("kafka", kafka), ("kbroker", kbroker)) if r.error)  # fmt: skip
-        elif kafka.outcome == kbroker.outcome:
-            status, diff = "identical", ""
-        else:
-            status = "diff"
-            diff = "\n".join(difflib.unified_diff(render(kafka.outcome), render(kbroker.outcome),
-                                                  "kafka", "kbroker", lineterm=""))  # fmt: skip
+        status, diff = compare(kafka, kbroker)
         result = PairResult(f"{scenario.id}[{way}]", client, status, kafka, kbroker, diff)
         self.results.append(result)
         return result
