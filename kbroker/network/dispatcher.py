@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from kbroker.network.connected_clients import ConnectedClients
 from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext, ThrottledResponse
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.protocol.codec import (
@@ -72,6 +73,8 @@ class Dispatcher(Generic[S]):
         self.on_peer_closed = on_peer_closed
         # A broker's client quotas: once any is configured, requests are answered through them.
         self.quotas = quotas
+        # Who is connected and what they use (the web console's clients view).
+        self.clients = ConnectedClients()
 
     def peer_closed(self, peer: str) -> None:
         """The peer closed the connection whose requests carried ``RequestContext.connection == peer``."""
@@ -109,6 +112,7 @@ class Dispatcher(Generic[S]):
             _limited.info("closing %s: malformed request: %s", peer, exc)
             return None
         context = RequestContext(self.services, header, client_host, self.handlers, peer, principal, listener)
+        self.clients.note(peer, listener, principal, header.client_id, api_key, api_version, request)
         try:
             if getattr(handler, "FORWARD_TO_CONTROLLER", False):
                 # Some forwarded requests the broker answers itself (an unauthorized caller, a
