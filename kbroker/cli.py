@@ -26,6 +26,8 @@ from typing import Any
 from kbroker.config.kafka_config import ConfigError, KafkaConfig
 from kbroker.container import entrypoint as container_entrypoint
 from kbroker.container import healthcheck
+from kbroker.http.app import NodeServices
+from kbroker.http.server import HttpServer
 from kbroker.network.rate_limited_log import RateLimitedLogger, rate_limit_loop_errors
 from kbroker.node.broker import Broker
 from kbroker.node.controller_node import ControllerNode
@@ -103,7 +105,11 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
     controller: ControllerNode | None = None
     broker: Broker | None = None
     bound: list[tuple[str, str, int]] = []
+    # Started first so /health/live answers while the roles start; the roles join as they are built.
+    services = NodeServices(config)
+    http = HttpServer(services)
     try:
+        await http.start()
         # Only a quorum's sole voter invents its cluster id; several voters take the one the
         # first active controller writes into the metadata log, and a broker learns it there.
         sole_voter = ("controller" in config.process_roles
@@ -117,16 +123,19 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
 
             controller = ControllerNode(config, cluster_id, on_inconsistent_cluster=refuse,
                                         bootstrap_records=scram_users)
+            services.controller = controller
             if not await _started(controller.start(), stop):
                 return
             bound += controller.bound
         if "broker" in config.process_roles:
             broker = Broker(config, local_controller=controller)
+            services.broker = broker
             # A broker waits for its controller to unfence it; a SIGTERM meanwhile stops it.
             if not await _started(broker.start(), stop):
                 return
             bound += broker.bound
-        listens = ", ".join(f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in bound)
+        listens = ", ".join([f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in bound]
+                            + [f"http://{h}:{p}" for h, p in http.bound])
         print(f"kbroker node {config.node_id} listening on {listens}; data in {', '.join(config.log_dirs)}",
               flush=True)
         ignored = config.ignored_keys()
@@ -141,6 +150,7 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
             await broker.stop()
         if controller is not None:
             await controller.stop()
+        await http.stop()
 
 
 def _meta_dirs(config: KafkaConfig) -> list[str]:

@@ -119,6 +119,16 @@ _KBROKER_ROWS: tuple[Row, ...] = (
     # again within this grace is fenced then (replication/quorum/broker_sessions.py).
     ("kbroker.broker.disconnect.fence.ms", ConfigType.INT, "1000", "[0,...]", "L", None,
      "Grace after a broker's heartbeat connection drops before it is fenced."),
+    # The node's HTTP side (kbroker/http/): health, /metrics, the console. Off when empty.
+    ("kbroker.http.listeners", ConfigType.LIST, "", None, "M", None,
+     "Comma-separated http://host:port addresses the node serves /metrics, /health/* and its console on."),
+    # text: Kafka's log4j-like lines; json: one JSON object per line (kbroker/logging_setup.py).
+    ("kbroker.log.format", ConfigType.STRING, "text", "[text, json]", "L", None,
+     "The format of the node's log lines on standard error: text, or json (JSON lines)."),
+    # The kbroker.request logger's threshold: a request that took longer is logged at INFO
+    # (every request is logged at DEBUG, as Kafka's kafka.request.logger); -1 turns it off.
+    ("kbroker.request.logger.slow.ms", ConfigType.LONG, "1000", "[-1,...]", "L", None,
+     "Requests whose total time exceeds this many milliseconds are logged by the kbroker.request logger."),
 )
 
 # Keys that describe one setting in several units, most precise first (Kafka's synonyms).

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable
 
 from kbroker.config.broker_catalogue import BROKER_CONFIGS, InvalidValue, check_value
+from kbroker.http.listeners import HTTP_LISTENERS_KEY, parse_http_listeners
 from kbroker.network.connection_quotas import parse_per_ip_overrides
 from kbroker.security.authorizer import AUTHORIZER_KEYS
 from kbroker.storage.log_config import ConfigSource
@@ -334,6 +335,11 @@ def _validate(key: str, value: str, source: str) -> None:
             raise ConfigError(
                 f"invalid value '{value}' for configuration key '{key}' (from {source}): {exc}"
             ) from None
+    if key == HTTP_LISTENERS_KEY:
+        try:
+            parse_http_listeners(value)
+        except ValueError as exc:
+            raise ConfigError(f"{exc} (from {source})") from None
     if key in ("listeners", "advertised.listeners"):
         try:
             parse_listeners(value, key)
