@@ -63,6 +63,12 @@ class LifecycleSettings:
 
     quorum_voters: tuple[tuple[int, str, int], ...]  # controller.quorum.voters: (node id, host, port)
     heartbeat_interval_ms: int = 2000  # broker.heartbeat.interval.ms
+    # broker.session.timeout.ms: a heartbeat unanswered for half of it is given up, so the broker
+    # still reaches a new active controller within the fresh session that controller grants.
+    session_timeout_ms: int = 9000
+    # controller.quorum.fetch.timeout.ms: a metadata fetch unanswered this long means the quorum
+    # leader is gone (KRaft's observer then asks the other voters who leads).
+    fetch_timeout_ms: int = 2000
     # The listener name the broker registers its inter-broker endpoint under.
     inter_broker_listener_name: str = "PLAINTEXT"
     rack: str | None = None  # broker.rack
@@ -116,6 +122,11 @@ class BrokerLifecycleManager:
         self.local_controller = local_controller  # this node's own voter (combined node), if any
         # The active controller, as far as we know: our own voter first, else the first one.
         self.controller_id = broker.node_id if local_controller is not None else next(iter(self.voters))
+        # A broker-only node learns the quorum leader from its metadata fetches' answers
+        # (current_leader): the leader and epoch of the last answer, and the (voter, epoch) whose
+        # fetch timed out, so that other voters' stale word naming it is not followed back to it.
+        self._fetched_leader: tuple[int, int] | None = None
+        self._silent: tuple[int, int] | None = None
         self._connect()
         self.image = MetadataImage()
         self.next_metadata_offset = 0  # the first metadata log offset not yet replayed
@@ -203,17 +214,42 @@ class BrokerLifecycleManager:
         in turn (seen: a broker flipping between two voters every 100 ms, fenced for a minute)."""
         if self._stopped or (failed is not None and failed not in (self.control, self.heartbeats, self.metadata)):
             return
+        if hint is None:
+            hint = self._quorum_leader()
+            if hint == self.controller_id:
+                return  # the quorum still names it: retry there (a silent leader is noticed by the metadata fetch)
         if hint is None or hint not in self.voters or hint == self.controller_id:
             if len(self.voters) == 1:
                 return
             ids = sorted(self.voters)
-            hint = ids[(ids.index(self.controller_id) + 1) % len(ids)]
+            candidates = [v for v in ids if self._silent is None or v != self._silent[0]] or ids
+            later = [v for v in candidates if v > self.controller_id]
+            hint = later[0] if later else candidates[0]
+            if hint == self.controller_id:
+                return
         log.info("switching to controller %d", hint)
+        self._fetched_leader = None  # until the new one answers
         self.control.close()
         self.heartbeats.close()
         self.metadata.close()
         self.controller_id = hint
         self._connect()
+
+    def _quorum_leader(self) -> int | None:
+        """The quorum leader as this node knows it: its own voter's Raft state on a combined node
+        (the broker shares its node's Raft client, as in Kafka), else the last metadata fetch's answer."""
+        if self.local_controller is not None:
+            raft = self.local_controller.raft
+            return None if raft is None else raft.leader_id
+        return None if self._fetched_leader is None else self._fetched_leader[0]
+
+    def _follow_quorum_leader(self) -> None:
+        """Move to the voter the quorum now names as leader, at once: the in-flight requests to the
+        previous one fail (their connections close) and are sent again to the new one, within the
+        fresh session a newly active controller gives every broker."""
+        leader = self._quorum_leader()
+        if leader is not None and leader != self.controller_id and leader in self.voters:
+            self._find_controller(leader)
 
     def stop(self) -> None:
         self._stopped = True
@@ -265,7 +301,7 @@ class BrokerLifecycleManager:
             broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
             current_metadata_offset=self.image.offset, want_fence=False, want_shut_down=want_shut_down,
         )
-        return await self.heartbeats.request(63, 1, request, timeout_s=5.0)
+        return await self.heartbeats.request(63, 1, request, timeout_s=self.settings.session_timeout_ms / 2 / 1000)
 
     async def _heartbeat_loop(self) -> None:
         interval = self.settings.heartbeat_interval_ms / 1000
@@ -274,6 +310,7 @@ class BrokerLifecycleManager:
                 # The controller unfences a broker that has replayed its own registration: ask
                 # as soon as that is so, not a heartbeat interval later.
                 await self._replayed_past(self.broker_epoch, interval)
+            self._follow_quorum_leader()
             client = self.heartbeats  # the one _heartbeat uses: no await in between
             try:
                 response = await self._heartbeat()
@@ -337,19 +374,26 @@ class BrokerLifecycleManager:
                 ),)),),
             )
             client = self.metadata
+            timeout_s = max(self.settings.fetch_timeout_ms, 2 * METADATA_FETCH_WAIT_MS) / 1000
             try:
-                response = await client.request(1, 12, request, timeout_s=METADATA_FETCH_WAIT_MS / 1000 + 10)
+                response = await client.request(1, 12, request, timeout_s=timeout_s)
             except (ConnectionError, TimeoutError) as exc:
                 log.debug("metadata fetch failed: %s", exc)
+                if isinstance(exc, TimeoutError) and self._fetched_leader is not None:
+                    self._silent = self._fetched_leader
+                self._fetched_leader = None
                 self._find_controller(failed=client)
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             data = response.responses[0].partitions[0]
+            leader, epoch = data.current_leader.leader_id, data.current_leader.leader_epoch
             if data.error_code == ErrorCode.not_leader_or_follower:
-                leader = data.current_leader.leader_id
-                self._find_controller(leader if leader >= 0 else None, failed=client)
+                stale = self._silent is not None and leader == self._silent[0] and epoch <= self._silent[1]
+                self._find_controller(leader if leader >= 0 and not stale else None, failed=client)
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
+            if leader == self.controller_id:
+                self._fetched_leader, self._silent = (leader, epoch), None
             if data.error_code != ErrorCode.none:
                 log.warning("metadata fetch: %s", ErrorCode(data.error_code).name)
                 await asyncio.sleep(RETRY_BACKOFF_S)
@@ -411,6 +455,7 @@ class BrokerLifecycleManager:
         node = self.local_controller
         assert node is not None
         while not self._stopped:
+            self._follow_quorum_leader()
             committed = node.high_watermark
             raft_log = node.raft.log if node.raft is not None else None
             if raft_log is not None and self.next_metadata_offset < raft_log.start_offset:

@@ -100,6 +100,8 @@ def lifecycle_settings(config: KafkaConfig) -> LifecycleSettings:
     return LifecycleSettings(
         quorum_voters=tuple(config.quorum_voters),
         heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
+        session_timeout_ms=config.get_int("broker.session.timeout.ms"),
+        fetch_timeout_ms=config.get_int("controller.quorum.fetch.timeout.ms"),
         inter_broker_listener_name=config.get("inter.broker.listener.name") or "PLAINTEXT",
         rack=config.get("broker.rack"),
     )

@@ -1,0 +1,108 @@
+"""When the active controller freezes, the brokers follow the new one without being fenced.
+
+A controller quorum of three voters (three combined nodes, or three controller-only nodes beside
+three brokers) with ``broker.session.timeout.ms=2000`` (compat/cluster.py). The active controller
+is paused (SIGSTOP); another voter is elected and gives every broker a fresh session. Each broker
+learns the new leader from the quorum (its own voter, or the metadata log's fetch answers) and
+heartbeats it within that session, as Kafka's brokers do, so no running broker is fenced: every
+Metadata answer of every running broker lists every running broker, before, during and for two
+sessions after the change. Only a paused combined node, whose broker is frozen too, is fenced.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat.cluster import CLUSTER_SETTINGS, Cluster, make_cluster
+from compat.deps import kafka_classpath
+
+SESSION_S = int(CLUSTER_SETTINGS["broker.session.timeout.ms"]) / 1000
+NEW_CONTROLLER_WITHIN_S = 30.0
+
+
+def active_controller(cluster: Cluster) -> int:
+    """The quorum leader, as ``kafka-metadata-quorum describe --status`` names it."""
+    run = subprocess.run(
+        ["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
+         "--bootstrap-controller", cluster.controller_bootstrap, "describe", "--status"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    match = re.search(r"LeaderId:\s+(\d+)", run.stdout)
+    assert match is not None, run.stdout
+    return int(match.group(1))
+
+
+def create_topic(admin: AdminClient, name: str, deadline: float) -> None:
+    """CreateTopics until the (new) active controller answers it."""
+    while True:
+        try:
+            admin.create_topics([NewTopic(name, 3, 3)])[name].result(timeout=10)
+            return
+        except KafkaException as exc:  # NOT_CONTROLLER / timeouts while the quorum elects
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no topic creation before the deadline: {exc}") from None
+            time.sleep(0.1)
+
+
+def listed_brokers(cluster: Cluster, broker: int) -> set[int] | None:
+    """The brokers ``broker``'s Metadata lists (None: it did not answer in time)."""
+    try:
+        return {b.node_id for b in cluster.metadata(broker, []).brokers}
+    except OSError:
+        return None
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("target", "topology"), [
+    pytest.param("kbroker", "combined", id="kbroker-combined"),
+    pytest.param("kbroker", "isolated", id="kbroker-isolated"),
+    pytest.param("kafka", "combined", id="kafka-combined"),
+])
+def test_no_running_broker_is_fenced_when_the_active_controller_freezes(
+        target: str, topology: str, tmp_path: Path) -> None:
+    with make_cluster(target, tmp_path / "cluster", controllers=3, topology=topology) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        create_topic(admin, "before", time.monotonic() + 60)
+        active = active_controller(cluster)
+        running = [b for b in cluster.broker_ids if b != active]
+        for broker in running:  # every broker has seen every other one registered and unfenced
+            deadline = time.monotonic() + 30
+            while listed_brokers(cluster, broker) != set(cluster.broker_ids):
+                assert time.monotonic() < deadline, (broker, listed_brokers(cluster, broker))
+                time.sleep(0.05)
+        cluster.pause(active)
+        try:
+            paused_at = time.monotonic()
+            created = threading.Thread(target=create_topic, args=(admin, "after", paused_at + NEW_CONTROLLER_WITHIN_S))
+            created.start()
+            observations: list[tuple[float, int, set[int] | None]] = []
+            observe_until = float("inf")
+            while time.monotonic() < observe_until:
+                for broker in running:
+                    observations.append((time.monotonic() - paused_at, broker, listed_brokers(cluster, broker)))
+                if not created.is_alive() and observe_until == float("inf"):
+                    # The new controller answers; a broker it would fence is fenced within a session.
+                    observe_until = time.monotonic() + 2 * SESSION_S
+                assert time.monotonic() - paused_at < NEW_CONTROLLER_WITHIN_S + 2 * SESSION_S + 10
+                time.sleep(0.05)
+            created.join()
+            new_active = active_controller(cluster)
+        finally:
+            cluster.resume(active)
+    assert new_active != active
+    missing = [(round(at, 2), broker, sorted(set(running) - seen))
+               for at, broker, seen in observations if seen is not None and not set(running) <= seen]
+    assert not missing, f"running brokers fenced after controller {active} froze (s, asked, missing): {missing[:10]}"
+    answered = sum(1 for _at, _broker, seen in observations if seen is not None)
+    assert answered >= len(running)  # the brokers answered (timeouts are no evidence either way)
+    print(f"{target} {topology}: controller {active} frozen, {new_active} took over; {answered} Metadata answers "
+          f"over {observations[-1][0]:.1f} s, every running broker listed in each")
