@@ -1,0 +1,167 @@
+"""The ``/api/...`` routes of the console: JSON reads, and the write actions behind
+``kbroker.http.console.write.enable``.
+
+Reads need the node's broker role (a controller-only node answers 404 with why). Writes — create
+a topic — are refused with 403 unless ``kbroker.http.console.write.enable=true``. The HTTP
+listener has no authentication, so an HTTP caller is ``User:ANONYMOUS`` from its address, as an
+unauthenticated PLAINTEXT client is: with an authorizer configured a write needs the ACLs that
+principal would need over the Kafka protocol (CREATE on the cluster or the topic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kbroker.http.api import cluster_view, groups_view, messages
+from kbroker.http.api.throughput import ThroughputSampler
+from kbroker.http.api.timeline import ReplicationTimeline
+from kbroker.http.app import SERVICES_KEY
+from kbroker.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
+from kbroker.protocol.errors import KafkaError
+from kbroker.security.principal import ANONYMOUS
+
+if TYPE_CHECKING:
+    from kbroker.node.broker import Broker
+
+WRITE_ENABLE_KEY = "kbroker.http.console.write.enable"
+TIMELINE_KEY: web.AppKey[dict[int, ReplicationTimeline]] = web.AppKey("kbroker.console.timeline")
+THROUGHPUT_KEY: web.AppKey[dict[int, ThroughputSampler]] = web.AppKey("kbroker.console.throughput")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _broker(request: web.Request) -> Broker:
+    broker = request.app[SERVICES_KEY].broker
+    if broker is None or broker.lifecycle is None:
+        raise web.HTTPNotFound(text="this node has no broker role (or it has not joined its cluster yet)")
+    return broker
+
+
+def _int(request: web.Request, name: str, default: int | None = None) -> int:
+    raw = request.query.get(name, request.match_info.get(name))
+    if raw is None or raw == "":
+        if default is None:
+            raise web.HTTPBadRequest(text=f"{name} is required")
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name} must be an integer, got {raw!r}") from None
+
+
+async def _console(request: web.Request) -> web.Response:
+    services = request.app[SERVICES_KEY]
+    return web.json_response({"write_enabled": services.config.get_bool(WRITE_ENABLE_KEY),
+                              "node_id": services.config.node_id})
+
+
+async def _cluster(request: web.Request) -> web.Response:
+    return web.json_response(cluster_view.brokers(_broker(request)))
+
+
+async def _topics(request: web.Request) -> web.Response:
+    return web.json_response(cluster_view.topics(_broker(request)))
+
+
+async def _topic(request: web.Request) -> web.Response:
+    found = cluster_view.topic(_broker(request), request.match_info["topic"])
+    if found is None:
+        raise web.HTTPNotFound(text=f"no topic {request.match_info['topic']}")
+    return web.json_response(found)
+
+
+async def _messages(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    topic, index = request.match_info["topic"], _int(request, "partition")
+    partition = broker.replica_manager.partitions.get((topic, index))
+    if partition is None:
+        raise web.HTTPNotFound(text=f"broker {broker.node_id} holds no replica of {topic}-{index}")
+    if "timestamp" in request.query:
+        offset = messages.start_offset_for_timestamp(partition, _int(request, "timestamp"))
+    else:
+        offset = _int(request, "offset", partition.log_start_offset)
+    read_committed = request.query.get("isolation") == "read_committed"
+    try:
+        return web.json_response(messages.read(partition, offset, _int(request, "max", 20), read_committed))
+    except KafkaError as exc:
+        raise web.HTTPBadRequest(text=f"{exc.code.name}: {exc}") from None
+
+
+async def _timeline(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    timelines = request.app[TIMELINE_KEY]
+    timeline = timelines.setdefault(broker.node_id, ReplicationTimeline(broker))
+    try:
+        return web.json_response(await timeline.of_partition(request.match_info["topic"],
+                                                             _int(request, "partition")))
+    except (ConnectionError, TimeoutError) as exc:
+        raise web.HTTPServiceUnavailable(text=f"the metadata log could not be read: {exc}") from None
+
+
+async def _groups(request: web.Request) -> web.Response:
+    return web.json_response(groups_view.groups(_broker(request)))
+
+
+async def _group(request: web.Request) -> web.Response:
+    found = groups_view.group(_broker(request), request.match_info["group"])
+    if found is None:
+        raise web.HTTPNotFound(text=f"no group {request.match_info['group']} coordinated by this broker")
+    return web.json_response(found)
+
+
+async def _throughput(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    sampler = request.app[THROUGHPUT_KEY].setdefault(broker.node_id, ThroughputSampler(broker))
+    return web.json_response(sampler.series())
+
+
+async def _clients(request: web.Request) -> web.Response:
+    return web.json_response(cluster_view.clients(_broker(request)))
+
+
+def _check_write(request: web.Request, broker: Broker, operation: int, resource_type: int, name: str) -> None:
+    if not request.app[SERVICES_KEY].config.get_bool(WRITE_ENABLE_KEY):
+        raise web.HTTPForbidden(text=f"the console is read-only ({WRITE_ENABLE_KEY}=false)")
+    authorizer = broker.services.security.authorizer
+    host = request.remote or ""
+    if authorizer is not None and not (
+            authorizer.authorize(ANONYMOUS, host, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+            or authorizer.authorize(ANONYMOUS, host, operation, resource_type, name)):
+        raise web.HTTPForbidden(text=f"{ANONYMOUS} is not allowed to do that (ACLs)")
+
+
+async def _create_topic(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    body: dict[str, Any] = await request.json()
+    name = str(body.get("name", ""))
+    _check_write(request, broker, AclOperation.CREATE, ResourceType.TOPIC, name)
+    try:
+        info = await broker.controller.create_topic(
+            name, int(body.get("partitions", -1)), int(body.get("replication_factor", -1)),
+            {str(k): str(v) for k, v in dict(body.get("configs", {})).items()})
+    except KafkaError as exc:
+        return web.json_response({"error": exc.code.name, "message": str(exc)}, status=400)
+    return web.json_response({"name": name, "partitions": info.partitions}, status=201)
+
+
+def register(app: web.Application) -> None:
+    app[TIMELINE_KEY] = {}
+    app[THROUGHPUT_KEY] = {}
+    routes: list[tuple[str, str, Handler]] = [
+        ("GET", "/api/console", _console),
+        ("GET", "/api/cluster", _cluster),
+        ("GET", "/api/topics", _topics),
+        ("POST", "/api/topics", _create_topic),
+        ("GET", "/api/topics/{topic}", _topic),
+        ("GET", "/api/topics/{topic}/partitions/{partition}/messages", _messages),
+        ("GET", "/api/topics/{topic}/partitions/{partition}/timeline", _timeline),
+        ("GET", "/api/groups", _groups),
+        ("GET", "/api/groups/{group}", _group),
+        ("GET", "/api/throughput", _throughput),
+        ("GET", "/api/clients", _clients),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, handler)
