@@ -40,6 +40,7 @@ from typing import Protocol
 
 from kbroker.handlers.security import HasSecurity, allowed, denied_names
 from kbroker.handlers.services import HasCatalogue, HasReplicas, HasTransactionVerifier
+from kbroker.metrics.topic_metrics import BROKER_TOPIC_METRICS
 from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext
 from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import MalformedRequest, response_header
@@ -151,6 +152,7 @@ async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> obje
                 refusal = refused.get((info.name, index))
                 result = refusal if refusal is not None else replica_manager.append_records(
                     info.name, index, records, request.acks)
+                BROKER_TOPIC_METRICS.produced(info.name, records, result.error == ErrorCode.none)
             out.append((index, result))
         results.append((name, topic_id, out))
     if request.acks == -1:
