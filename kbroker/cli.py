@@ -28,7 +28,10 @@ from kbroker.container import entrypoint as container_entrypoint
 from kbroker.container import healthcheck
 from kbroker.http.app import NodeServices
 from kbroker.http.server import HttpServer
+from kbroker.log_format import TEXT_FORMAT, use_format
+from kbroker.network.dispatcher import Dispatcher
 from kbroker.network.rate_limited_log import RateLimitedLogger, rate_limit_loop_errors
+from kbroker.network.request_logger import RequestLogger
 from kbroker.node.broker import Broker
 from kbroker.node.controller_node import ControllerNode
 from kbroker.node.meta_properties import ClusterIdentityError, check_cluster_id, init_log_dirs
@@ -124,12 +127,14 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
             controller = ControllerNode(config, cluster_id, on_inconsistent_cluster=refuse,
                                         bootstrap_records=scram_users)
             services.controller = controller
+            _observe_requests(controller.dispatcher, services, config)
             if not await _started(controller.start(), stop):
                 return
             bound += controller.bound
         if "broker" in config.process_roles:
             broker = Broker(config, local_controller=controller)
             services.broker = broker
+            _observe_requests(broker.dispatcher, services, config)
             # A broker waits for its controller to unfence it; a SIGTERM meanwhile stops it.
             if not await _started(broker.start(), stop):
                 return
@@ -151,6 +156,22 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
         if controller is not None:
             await controller.stop()
         await http.stop()
+
+
+def _observe_requests(dispatcher: Dispatcher[Any], services: NodeServices, config: KafkaConfig) -> None:
+    """Hand the node's answered requests to the request metrics (when /metrics is served) and
+    to the kbroker.request logger."""
+    observers = [RequestLogger(config.get_int("kbroker.request.logger.slow.ms")).completed]
+    if services.metrics is not None:
+        observers.append(services.metrics.requests.completed)
+    if len(observers) == 1:
+        dispatcher.observer = observers[0]
+        return
+
+    def observe(*args: Any) -> None:
+        for observer in observers:
+            observer(*args)
+    dispatcher.observer = observe
 
 
 def _meta_dirs(config: KafkaConfig) -> list[str]:
@@ -192,12 +213,10 @@ def main(argv: list[str] | None = None, stop_requested: Callable[[], bool] = lam
         except OSError as exc:  # the data volume is not writable by the image's user
             print(f"kbroker: cannot start: {exc}", file=sys.stderr)
             return 1
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format=TEXT_FORMAT)
     try:
         config = KafkaConfig.load(args.config, args.override)
+        use_format(config.get("kbroker.log.format") or "text")
         check_static_quorum(config)
         cluster_id, cluster_id_origin = given_cluster_id(args.cluster_id, os.environ)
         scram_users = [parse_add_scram(argument) for argument in args.add_scram]

@@ -16,9 +16,11 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
     from kbroker.config.kafka_config import KafkaConfig
+    from kbroker.metrics.node_metrics import NodeMetrics
     from kbroker.node.broker import Broker
     from kbroker.node.controller_node import ControllerNode
 
@@ -34,6 +36,7 @@ class NodeServices:
     config: KafkaConfig
     broker: Broker | None = None
     controller: ControllerNode | None = None
+    metrics: NodeMetrics | None = None
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why): ready when each role this node has would serve clients now. A broker is
@@ -68,12 +71,21 @@ async def _ready(request: web.Request) -> web.Response:
                              status=200 if ready else 503)
 
 
+async def _metrics(request: web.Request) -> web.Response:
+    """Prometheus text format 0.0.4, rendered by prometheus-client."""
+    metrics = request.app[SERVICES_KEY].metrics
+    assert metrics is not None
+    return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
 def build_app(services: NodeServices) -> web.Application:
     """The node's application; the console adds its routes when its package is installed."""
     app = web.Application()
     app[SERVICES_KEY] = services
     app.router.add_get("/health/live", _live)
     app.router.add_get("/health/ready", _ready)
+    if services.metrics is not None:
+        app.router.add_get("/metrics", _metrics)
     if importlib.util.find_spec(CONSOLE_MODULE) is not None:
         importlib.import_module(CONSOLE_MODULE).register(app, services)
     return app

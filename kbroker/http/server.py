@@ -10,6 +10,7 @@ from aiohttp import web
 
 from kbroker.http.app import NodeServices, build_app
 from kbroker.http.listeners import HTTP_LISTENERS_KEY, parse_http_listeners
+from kbroker.metrics.node_metrics import NodeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,8 @@ class HttpServer:
         """Listen on every configured address (none: nothing to do). A port in use raises OSError."""
         if not self.listeners:
             return
+        self.services.metrics = NodeMetrics(self.services)
+        self.services.metrics.event_loop_lag.start()
         # access_log=None: no log line per HTTP request (scrapes every few seconds would flood it).
         self._runner = web.AppRunner(build_app(self.services), access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -35,6 +38,8 @@ class HttpServer:
         log.info("HTTP listening on %s", ", ".join(f"http://{h}:{p}" for h, p in self.bound))
 
     async def stop(self) -> None:
+        if self.services.metrics is not None:
+            self.services.metrics.event_loop_lag.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

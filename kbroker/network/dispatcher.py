@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kbroker.network.connected_clients import ConnectedClients
 from kbroker.network.context import NO_RESPONSE, EncodedResponse, RequestContext, ThrottledResponse
@@ -43,6 +44,9 @@ _limited = RateLimitedLogger(log)
 S = TypeVar("S")
 # (api key, api version, request) -> the active controller's answer, None if it did not answer
 ForwardToController = Callable[[int, int, object], Awaitable[object | None]]
+# Told of every answered request: (handler, api key, api version, request, response, the
+# time.perf_counter() it was dispatched at, its context) -- the request metrics and request log.
+RequestObserver = Callable[[ModuleType, int, int, object, object, float, "RequestContext[Any]"], None]
 
 
 def unsupported_api_versions_response(correlation_id: int, handler: ModuleType) -> bytes:
@@ -75,6 +79,8 @@ class Dispatcher(Generic[S]):
         self.quotas = quotas
         # Who is connected and what they use (the web console's clients view).
         self.clients = ConnectedClients()
+        # Set when the node exports metrics (kbroker/metrics/request_metrics.py); None costs one check.
+        self.observer: RequestObserver | None = None
 
     def peer_closed(self, peer: str) -> None:
         """The peer closed the connection whose requests carried ``RequestContext.connection == peer``."""
@@ -87,6 +93,7 @@ class Dispatcher(Generic[S]):
         comes from ``principal`` on ``listener`` (as its connection authenticated it)."""
         if self.ready is not None and not self.ready.is_set():
             await self.ready.wait()
+        started = time.perf_counter()
         view = memoryview(frame)
         try:
             if len(view) < 8:
@@ -130,6 +137,8 @@ class Dispatcher(Generic[S]):
                 exc_info=True,
             )
             return None
+        if self.observer is not None:
+            self.observer(handler, api_key, api_version, request, response, started, context)
         if response is NO_RESPONSE or isinstance(response, EncodedResponse):
             return response
         if isinstance(response, ThrottledResponse):  # encoded here; the connection mutes the client

@@ -1,0 +1,40 @@
+"""The node's metric registry: what /metrics renders (prometheus-client's exposition), built
+once per process when an HTTP listener is configured, and the hook the Dispatcher calls."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+
+from kbroker.metrics.event_loop_lag import EventLoopLag
+from kbroker.metrics.node_collector import NodeCollector
+from kbroker.metrics.request_metrics import RequestMetrics
+
+if TYPE_CHECKING:
+    from kbroker.http.app import NodeServices
+
+
+class NodeMetrics:
+    def __init__(self, services: NodeServices) -> None:
+        # No ``_created`` series: Kafka's JMX metrics have none, and they double the families.
+        disable_created_metrics()
+        self.registry = CollectorRegistry()
+        # process_cpu_seconds_total, process_resident_memory_bytes, python_gc_*: as any exporter has
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self.requests = RequestMetrics(self.registry)
+        self.registry.register(NodeCollector(services))
+        self.event_loop_lag = EventLoopLag(self.registry)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every family."""
+        return generate_latest(self.registry)
