@@ -65,7 +65,7 @@ _NON_EMPTY_LISTS = frozenset({
 # The keys kbroker acts on (the rest are accepted and listed at start-up as not acted on yet).
 ACTED_ON = frozenset({
     "listeners", "advertised.listeners", "log.dirs", "log.dir", "node.id", "broker.id", "process.roles",
-    "authorizer.class.name",
+    "authorizer.class.name", "max.incremental.fetch.session.cache.slots",
     "sasl.enabled.mechanisms", "sasl.server.callback.handler.class", "sasl.login.callback.handler.class",
     "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.expected.audience",
@@ -125,7 +125,7 @@ _KBROKER_ROWS: tuple[Row, ...] = (
     # The web console's write actions (create a topic); read-only when false (kbroker/http/api/routes.py).
     ("kbroker.http.console.write.enable", ConfigType.BOOLEAN, "false", None, "M", None,
      "Whether the web console may change the cluster (create topics); subject to ACLs when an authorizer is set."),
-    # text: Kafka's log4j-like lines; json: one JSON object per line (kbroker/logging_setup.py).
+    # text: Kafka's log4j-like lines; json: one JSON object per line (kbroker/log_format.py).
     ("kbroker.log.format", ConfigType.STRING, "text", "[text, json]", "L", None,
      "The format of the node's log lines on standard error: text, or json (JSON lines)."),
     # The kbroker.request logger's threshold: a request that took longer is logged at INFO
