@@ -1,0 +1,155 @@
+"""/metrics scraped while real clients produce and consume: the values are what the clients did.
+
+A broker with ``kbroker.http.listeners`` serves /health/live, /health/ready and /metrics. A
+confluent-kafka producer writes an exact number of records to a two-partition topic, a consumer
+group reads them and commits chosen offsets; the scrape (parsed by prometheus-client's own parser)
+shows exactly that many records in, the produce and fetch timings' histograms moved, the group's
+lag per partition equal to the partition's end offset minus its committed offset, and the Kafka
+metric names dashboards use.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.broker_process import BrokerProcess, free_port
+
+TOPIC = "metrics-topic"
+GROUP = "metrics-group"
+RECORDS = {0: 300, 1: 200}  # per partition
+COMMITTED = {0: 120, 1: 200}
+DEADLINE_S = 60.0
+
+# The families a Kafka dashboard built on the JMX exporter's Kafka example config, or on
+# kafka_exporter's lag, reads (names as the exposition has them, counters with _total).
+REQUIRED_FAMILIES = {
+    "kafka_server_brokertopicmetrics_messagesin_total",
+    "kafka_server_brokertopicmetrics_bytesin_total",
+    "kafka_server_brokertopicmetrics_bytesout_total",
+    "kafka_server_brokertopicmetrics_totalproducerequests_total",
+    "kafka_server_brokertopicmetrics_totalfetchrequests_total",
+    "kafka_network_requestmetrics_requests_total",
+    "kafka_network_requestmetrics_totaltimems",
+    "kafka_network_requestmetrics_errors_total",
+    "kafka_server_replicamanager_underreplicatedpartitions",
+    "kafka_server_replicamanager_underminisrpartitioncount",
+    "kafka_server_replicamanager_isrshrinks_total",
+    "kafka_server_replicamanager_isrexpands_total",
+    "kafka_controller_kafkacontroller_offlinepartitionscount",
+    "kafka_controller_kafkacontroller_activecontrollercount",
+    "kafka_controller_controllerstats_uncleanleaderelections_total",
+    "kafka_controller_controllerstats_leaderelectionrateandtimems_count",
+    "kafka_log_log_size",
+    "kafka_log_log_numlogsegments",
+    "kafka_coordinator_group_groupmetadatamanager_numgroups",
+    "kafka_server_socket_server_metrics_connection_count",
+    "kafka_consumergroup_current_offset",
+    "kafka_consumergroup_lag",
+    "kbroker_event_loop_lag_seconds",
+}
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
+    http = f"127.0.0.1:{free_port()}"
+    proc = BrokerProcess(str(tmp_path / "data"), {"kbroker.http.listeners": f"http://{http}"})
+    proc.start()
+    try:
+        yield proc, http
+    finally:
+        proc.stop()
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def scrape(http: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample as (name, sorted labels) -> value, through prometheus-client's parser."""
+    status, text = get(f"http://{http}/metrics")
+    assert status == 200
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def families(http: str) -> set[str]:
+    _status, text = get(f"http://{http}/metrics")
+    return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_metrics_match_what_the_clients_did(broker: tuple[BrokerProcess, str]) -> None:
+    proc, http = broker
+    assert get(f"http://{http}/health/live")[0] == 200
+    deadline = time.monotonic() + DEADLINE_S
+    while get(f"http://{http}/health/ready")[0] != 200:
+        assert time.monotonic() < deadline, "never ready"
+        time.sleep(0.1)
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1)])[TOPIC].result(timeout=30)
+    before = scrape(http)
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 20})
+    for partition, count in RECORDS.items():
+        for i in range(count):
+            producer.produce(TOPIC, value=b"v%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": GROUP, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    seen = 0
+    while seen < sum(RECORDS.values()):
+        assert time.monotonic() < deadline, f"consumed {seen}"
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None:
+            seen += 1
+    consumer.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()], asynchronous=False)
+    consumer.close()
+
+    after = scrape(http)
+    topic = (("topic", TOPIC),)
+    assert after[("kafka_server_brokertopicmetrics_messagesin_total", topic)] == sum(RECORDS.values())
+    assert after[("kafka_server_brokertopicmetrics_bytesin_total", topic)] > 0
+    assert after[("kafka_server_brokertopicmetrics_bytesout_total", topic)] > 0
+    # The all-topics series (no topic label) counts them too.
+    assert after[("kafka_server_brokertopicmetrics_messagesin_total", ())] >= sum(RECORDS.values())
+    produce = (("request", "Produce"),)
+    assert (after[("kafka_network_requestmetrics_totaltimems_count", produce)]
+            > before.get(("kafka_network_requestmetrics_totaltimems_count", produce), 0))
+    assert after[("kafka_network_requestmetrics_totaltimems_bucket", (("le", "+Inf"), ("request", "Produce")))] \
+        == after[("kafka_network_requestmetrics_totaltimems_count", produce)]
+    assert after[("kafka_network_requestmetrics_totaltimems_count", (("request", "FetchConsumer"),))] > 0
+    for partition, count in RECORDS.items():
+        labels = (("consumergroup", GROUP), ("partition", str(partition)), ("topic", TOPIC))
+        assert after[("kafka_consumergroup_current_offset", labels)] == COMMITTED[partition]
+        assert after[("kafka_consumergroup_lag", labels)] == count - COMMITTED[partition]
+        log = (("partition", str(partition)), ("topic", TOPIC))
+        assert after[("kafka_log_log_logendoffset", log)] == count
+        assert after[("kafka_log_log_size", log)] > 0
+    assert after[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 1
+    assert after[("kafka_controller_kafkacontroller_offlinepartitionscount", ())] == 0
+    assert after[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
+    assert after[("kafka_coordinator_group_groupmetadatamanager_numgroups", ())] >= 1
+    names = families(http)
+    missing = {name for name in REQUIRED_FAMILIES if name not in names and name + "_count" not in names}
+    assert not missing, f"missing Kafka metric names: {sorted(missing)}"
+
+
+def test_http_listener_is_off_when_unset(tmp_path: Path) -> None:
+    proc = BrokerProcess(str(tmp_path / "data"))
+    proc.start()
+    try:
+        assert "http://" not in proc.banner
+    finally:
+        proc.stop()
