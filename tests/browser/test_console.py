@@ -14,6 +14,7 @@ import json
 import shutil
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,3 +193,69 @@ def test_console_pages(cluster: tuple[LocalCluster, dict[int, str]], browser: ob
     assert clients and clients[0][1] == "confluent-kafka-python" and clients[0][3] == "PLAINTEXT"
     assert "produce v" in clients[0][6]
     _shot(browser, "clients")
+
+
+def _api(console: str, path: str) -> dict:
+    with urllib.request.urlopen(f"{console}{path}", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _wait_for(what: str, check: object, timeout: float = 30.0) -> object:
+    """Poll ``check`` until it returns something truthy (its value) or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_timeline_marks_an_unclean_election(cluster: tuple[LocalCluster, dict[int, str]], browser: object) -> None:
+    """Followers down, three records only on the leader (acks=1), leader crashed, a follower
+    back: the controller elects it uncleanly and the old leader, back too, truncates the three.
+    The timeline shows the two ISR shrinks and the UNCLEAN election, truncating from offset 5."""
+    nodes, consoles = cluster
+    topic = "ledger"
+    nodes.create_topic(topic, partitions=1, config={"unclean.leader.election.enable": "true",
+                                                    "min.insync.replicas": "1"})
+    leader_id = nodes.leader(topic)
+    followers = [b for b in nodes.brokers if b.node_id != leader_id]
+    leader = nodes.broker(leader_id)
+    producer = confluent_kafka.Producer({"bootstrap.servers": nodes.bootstrap_servers, "acks": "all"})
+    for n in range(5):
+        producer.produce(topic, value=f"kept-{n}".encode())
+    assert producer.flush(30) == 0
+    _wait_for("every replica at offset 5", lambda: all(
+        _api(consoles[b.node_id], f"/api/topics/{topic}")["partitions"][0]["log_end_offset"] == 5
+        for b in nodes.brokers))
+    for follower in followers:
+        follower.kill()
+    _wait_for("the ISR to be the leader alone",
+              lambda: _api(consoles[leader_id], f"/api/topics/{topic}")["partitions"][0]["isr"] == [leader_id])
+    lone = confluent_kafka.Producer({"bootstrap.servers": leader.bootstrap_servers, "acks": "1"})
+    for n in range(3):
+        lone.produce(topic, value=f"lost-{n}".encode())
+    assert lone.flush(30) == 0
+    leader.kill()
+    survivor = followers[0]
+    survivor.start()
+    _wait_for("the unclean election", lambda: _api(consoles[survivor.node_id], f"/api/topics/{topic}")
+              ["partitions"][0]["leader"] == survivor.node_id)
+    leader.start()
+    _wait_for("the old leader to truncate to 5", lambda: _api(consoles[leader_id], f"/api/topics/{topic}")
+              ["partitions"][0]["log_end_offset"] == 5)
+
+    _open(browser, f"{consoles[survivor.node_id]}/#/partition/{topic}/0")
+    assert [row[3] for row in _rows(browser, "messages-table")] == [f"kept-{n}" for n in range(5)]
+    events = [row[2] for row in _rows(browser, "timeline-table")]
+    assert events[0].startswith(f"created, leader {leader_id}")
+    # The followers' fencing shrank the ISR twice; the leader's crash moved the lead uncleanly
+    # (the controller fences it and elects in one decision: no offline step in between).
+    assert events.count("ISR change") == 2, " | ".join(events)
+    unclean = [e for e in events if e.startswith("UNCLEAN election")]
+    assert len(unclean) == 1 and unclean[0].startswith(f"UNCLEAN election: leader {leader_id} → {survivor.node_id} ")
+    assert unclean[0].endswith("records from offset 5 on were truncated")
+    assert browser.find_elements(By.CSS_SELECTOR, "#timeline-table tr.unclean")
+    _shot(browser, "timeline")
+    followers[1].start()

@@ -189,6 +189,8 @@ class ReplicationTimeline:
         partition = self.broker.replica_manager.partitions.get((topic, index))
         if partition is None:
             return None
+        if partition.is_leader and partition.leader_epoch == epoch:  # its log end when it took the lead
+            return partition.leader_epoch_start_offset
         cache = partition.log.leader_epoch_cache
         for known, start in zip(cache.epochs, cache.start_offsets, strict=True):
             if known >= epoch:
