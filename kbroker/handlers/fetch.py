@@ -7,9 +7,9 @@ returns at least one whole batch even above max_bytes; later ones are cut at the
 max_wait > 0: the request waits on the partitions' futures, then re-reads (no polling).
 Response envelope packed by hand; record bytes go out with sendfile (zero copy) when large.
 v13+ name topics by id (unknown id: UNKNOWN_TOPIC_ID).
-Fetch sessions (KIP-227): kbroker answers session id 0, i.e. "no session created" — the
-client keeps sending full fetch requests, which Kafka's protocol allows. A request naming a
-session id we never gave gets FETCH_SESSION_ID_NOT_FOUND.
+Fetch sessions (KIP-227, v7+): a full fetch with epoch 0 opens a session when the cache has
+room (the answer names it), epoch -1 opens none, and either closes the session it names; a fetch
+naming a session at its expected epoch is incremental (``fetch_session_context``).
 read_committed: data only below the LastStableOffset, and aborted_transactions lists
 (producer id, first offset) of every aborted transaction overlapping the fetched range (from
 the segments' TransactionIndex), so the client can drop their records; null for
@@ -34,21 +34,23 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Protocol
 
-from kbroker.handlers.security import HasSecurity, cluster_allowed, denied_names
-from kbroker.handlers.services import HasCatalogue, HasReplicas
+from kbroker.handlers import fetch_session_context
+from kbroker.handlers.fetch_session_context import Asked, Services
+from kbroker.handlers.security import cluster_allowed, denied_names
 from kbroker.network.context import EncodedResponse, RequestContext
 from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import encode_unsigned_varint, response_header
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.wire import Writer
+from kbroker.replication.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID
 from kbroker.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
 from kbroker.storage.log import FetchSlice
 
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 18
+FIRST_SESSION = 7  # session_id, session_epoch, forgotten_topics_data (KIP-227)
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
 FIRST_CLIENT_METADATA = 11  # rack_id and preferred_read_replica (KIP-392)
@@ -68,53 +70,31 @@ UNKNOWN_PARTITION = (ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_top
                      ErrorCode.topic_authorization_failed)
 
 
-class Services(HasCatalogue, HasReplicas, HasSecurity, Protocol): ...
-
-
 async def handle(ctx: RequestContext[Services], request: object) -> EncodedResponse:
     services = ctx.services
     version = ctx.api_version
-    catalogue = services.catalogue
-    session_id = getattr(request, "session_id", 0)
-    if session_id != 0:
-        error = ErrorCode.fetch_session_id_not_found
-        return EncodedResponse([_encode_error(ctx.header.correlation_id, version, error)])
     if version >= FIRST_REPLICA_STATE:
         params = FetchParams(request.replica_state.replica_id, request.replica_state.replica_epoch)
     else:
         params = FetchParams(request.replica_id)
-    wanted: list[FetchRequestPartition] = []
-    keys: list[tuple[str | None, uuid.UUID | None, int, ErrorCode]] = []
-    by_id = version >= FIRST_TOPIC_ID
-    named = [(topic, catalogue.topics_by_id.get(topic.topic_id) if by_id and topic.topic_id is not None
-              else None if by_id else catalogue.topics.get(topic.topic)) for topic in request.topics]
-    # Kafka's checks: a follower needs CLUSTER_ACTION (else every partition is refused), a
-    # consumer READ on each topic, decided before the topic's existence is disclosed.
-    if params.replica_id >= 0:
-        everything_denied, denied = not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION), frozenset()
+    if version >= FIRST_SESSION:
+        session_id, epoch = request.session_id, request.session_epoch
     else:
-        everything_denied = False
-        denied = denied_names(ctx, AclOperation.READ, ResourceType.TOPIC, (
-            info.name if info is not None else topic.topic for topic, info in named if info is not None or not by_id))
-    for topic, info in named:
-        if by_id:
-            topic_id = topic.topic_id  # kio reads the zero UUID as None: never a known id
-            name, missing = (info.name if info else None), ErrorCode.unknown_topic_id
-        else:
-            topic_id = None
-            name, missing = topic.topic, ErrorCode.unknown_topic_or_partition
-        if everything_denied or (denied and name in denied):
-            name, info, missing = None, None, ErrorCode.topic_authorization_failed
-        for p in topic.partitions:
-            error = ErrorCode.none if info is not None else missing
-            keys.append((None if by_id else topic.topic, topic_id, p.partition, error))
-            wanted.append(FetchRequestPartition(
-                name or "", p.partition, p.fetch_offset, p.partition_max_bytes,
-                getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1),
-                getattr(p, "log_start_offset", -1),
-            ))
+        session_id, epoch = INVALID_SESSION_ID, FINAL_EPOCH
+    everything_denied = params.replica_id >= 0 and not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION)
     if version >= FIRST_CLIENT_METADATA and params.replica_id < 0:
         params = FetchParams(client_rack=request.rack_id or "")
+    if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+        error, answered_id, keys, results = await fetch_session_context.incremental_fetch(
+            ctx, request, session_id, epoch, params, everything_denied)
+        if error != ErrorCode.none:
+            return EncodedResponse([encode_error(ctx.header.correlation_id, version, error, answered_id)])
+        return EncodedResponse(encode(ctx.header.correlation_id, version, keys, results, request.isolation_level,
+                                      answered_id))
+    sessions = services.fetch_sessions
+    if session_id != INVALID_SESSION_ID:
+        sessions.remove(session_id)  # a full fetch naming a session closes it
+    keys, wanted, names = _requested(ctx, request, params, everything_denied)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     results = await services.replicas.fetch(
         wanted, max_wait_ms, request.min_bytes, request.max_bytes, request.isolation_level, params
@@ -124,7 +104,52 @@ async def handle(ctx: RequestContext[Services], request: object) -> EncodedRespo
             results[i] = FetchResult(error)
     if params.replica_id < 0:
         results = [_as_read_error(r) if r.error != ErrorCode.none else r for r in results]
-    return EncodedResponse(_encode(ctx.header.correlation_id, version, keys, results, request.isolation_level))
+    new_session = INVALID_SESSION_ID
+    if epoch == INITIAL_EPOCH and version >= FIRST_SESSION:
+        new_session = fetch_session_context.open_session(services, version, params, keys, wanted, names, results)
+    return EncodedResponse(encode(ctx.header.correlation_id, version, keys, results, request.isolation_level,
+                                  new_session))
+
+
+def _requested(
+    ctx: RequestContext[Services], request: object, params: FetchParams, everything_denied: bool,
+) -> tuple[list[Asked], list[FetchRequestPartition], list[str | None]]:
+    """Every partition a full fetch names: how the answer names it (with a refusal decided
+    before reading), what to read, and its topic's name (None: an unknown topic id)."""
+    catalogue = ctx.services.catalogue
+    version = ctx.api_version
+    wanted: list[FetchRequestPartition] = []
+    keys: list[Asked] = []
+    names: list[str | None] = []
+    by_id = version >= FIRST_TOPIC_ID
+    named = [(topic, catalogue.topics_by_id.get(topic.topic_id) if by_id and topic.topic_id is not None
+              else None if by_id else catalogue.topics.get(topic.topic)) for topic in request.topics]
+    # Kafka's checks: a follower needs CLUSTER_ACTION (else every partition is refused), a
+    # consumer READ on each topic, decided before the topic's existence is disclosed.
+    denied: frozenset[str] = frozenset()
+    if params.replica_id < 0:
+        denied = denied_names(ctx, AclOperation.READ, ResourceType.TOPIC, (
+            info.name if info is not None else topic.topic for topic, info in named if info is not None or not by_id))
+    for topic, info in named:
+        if by_id:
+            topic_id = topic.topic_id  # kio reads the zero UUID as None: never a known id
+            name, missing = (info.name if info else None), ErrorCode.unknown_topic_id
+        else:
+            topic_id = None
+            name, missing = topic.topic, ErrorCode.unknown_topic_or_partition
+        real_name = name
+        if everything_denied or (denied and name in denied):
+            name, info, missing = None, None, ErrorCode.topic_authorization_failed
+        for p in topic.partitions:
+            error = ErrorCode.none if info is not None else missing
+            keys.append((None if by_id else topic.topic, topic_id, p.partition, error))
+            names.append(real_name)
+            wanted.append(FetchRequestPartition(
+                name or "", p.partition, p.fetch_offset, p.partition_max_bytes,
+                getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1),
+                getattr(p, "log_start_offset", -1),
+            ))
+    return keys, wanted, names
 
 
 def _as_read_error(result: FetchResult) -> FetchResult:
@@ -132,28 +157,31 @@ def _as_read_error(result: FetchResult) -> FetchResult:
     return FetchResult(result.error)
 
 
-def _encode_error(correlation_id: int, version: int, error: ErrorCode) -> bytes:
+def encode_error(correlation_id: int, version: int, error: ErrorCode, session_id: int = 0) -> bytes:
+    """A top-level error answer (a fetch session error) with no partitions."""
     w = Writer(version >= FIRST_FLEXIBLE, bytearray(b"\x00\x00\x00\x00"))
     w.out += response_header(correlation_id, API_KEY, w.flexible)
-    w.out += _TOP.pack(0, error, 0)
+    w.out += _TOP.pack(0, error, session_id)
     w.array_length(0)
     w.tagged_fields()
     struct.pack_into(">i", w.out, 0, len(w.out) - 4)
     return bytes(w.out)
 
 
-def _encode(
+def encode(
     correlation_id: int,
     version: int,
-    keys: list[tuple[str | None, uuid.UUID | None, int, ErrorCode]],
+    keys: list[Asked],
     results: list[FetchResult],
     isolation_level: int,
+    session_id: int,
 ) -> list[bytes | FetchSlice]:
+    """The answer, record bytes as file slices; consecutive partitions of a topic share its entry."""
     flexible = version >= FIRST_FLEXIBLE
     w = Writer(flexible, bytearray(b"\x00\x00\x00\x00"))
     w.out += response_header(correlation_id, API_KEY, flexible)
     if version >= 7:
-        w.out += _TOP.pack(0, ErrorCode.none, 0)
+        w.out += _TOP.pack(0, ErrorCode.none, session_id)
     else:
         w.out += _INT32.pack(0)
     chunks: list[bytes | FetchSlice] = []

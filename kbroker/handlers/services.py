@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from kbroker.handlers.security import SecurityFeatures
 from kbroker.protocol.errors import ErrorCode
 from kbroker.quotas.client_quotas import ClientQuotas, QuotaWindows
+from kbroker.replication.fetch_session import FetchSessionCache
 from kbroker.replication.partition import Partition
 from kbroker.replication.quorum.partition_registration import PartitionRegistration
 from kbroker.replication.quorum.topic_rules import TopicInfo
@@ -311,6 +312,11 @@ class HasReplicas(Protocol):
     def replicas(self) -> Replicas: ...
 
 
+class HasFetchSessions(Protocol):
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
+
+
 class HasLogDirs(Protocol):
     @property
     def log_manager(self) -> LogDirs: ...
@@ -390,3 +396,4 @@ class BrokerServices:
     clock: Clock
     security: SecurityFeatures = field(default_factory=SecurityFeatures)  # all off: no authorizer yet
     client_quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(dict, QuotaWindows(), SYSTEM_CLOCK))
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227

@@ -44,6 +44,7 @@ from kbroker.node.meta_properties import init_log_dirs
 from kbroker.node.open_file_limit import segment_file_budget
 from kbroker.quotas.client_quotas import ClientQuotas, QuotaWindows
 from kbroker.quotas.quota_precedence import QuotaConfigs
+from kbroker.replication.fetch_session import FetchSessionCache
 from kbroker.replication.forwarding_controller import ForwardingController
 from kbroker.replication.quorum.metadata_image import MetadataImage
 from kbroker.replication.quorum.producer_ids import ControllerProducerIdManager
@@ -133,6 +134,7 @@ class Broker:
             producer_ids=self.producer_ids, transaction_verifier=self.add_partitions_to_txn_manager,
             write_txn_marker=functools.partial(write_marker_replicated, self.replica_manager, self.offset_store),
             settings=handler_settings(config), clock=clock, client_quotas=self.client_quotas,
+            fetch_sessions=FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots")),
             security=SecurityFeatures(authorizer=configured_authorizer(
                 config.get("authorizer.class.name") or "", config.get("super.users") or "",
                 config.get("allow.everyone.if.no.acl.found") or "false", self._metadata_image),

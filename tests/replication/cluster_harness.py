@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.replication.fetch_session import FetchSessionCache
 from kbroker.replication.partition import DataWaiter, Partition
 from kbroker.replication.quorum.partition_registration import PartitionRegistration
 from kbroker.replication.replica_manager import ReplicaManager
@@ -55,6 +56,7 @@ class ReplicaServices:
     catalogue: Catalogue
     replicas: ReplicaManager
     security: SecurityFeatures = field(default_factory=SecurityFeatures)  # no authorizer: every request allowed
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
 
 
 class ReplicaNode:
