@@ -2,10 +2,12 @@
 ``kbroker.http.console.write.enable``.
 
 Reads need the node's broker role (a controller-only node answers 404 with why). Writes — create
-a topic — are refused with 403 unless ``kbroker.http.console.write.enable=true``. The HTTP
-listener has no authentication, so an HTTP caller is ``User:ANONYMOUS`` from its address, as an
-unauthenticated PLAINTEXT client is: with an authorizer configured a write needs the ACLs that
-principal would need over the Kafka protocol (CREATE on the cluster or the topic).
+a topic, reset an inactive group's offsets — are refused with 403 unless
+``kbroker.http.console.write.enable=true``. The HTTP listener has no authentication, so an HTTP
+caller is ``User:ANONYMOUS`` from its address, as an unauthenticated PLAINTEXT client is: with
+an authorizer configured a write needs the ACLs that principal would need over the Kafka
+protocol (CreateTopics: CREATE on the cluster or the topic; OffsetCommit: READ on the group and
+the topic).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from kbroker.groups.offset_store import OffsetAndMetadata
 from kbroker.http.api import cluster_view, groups_view, messages
 from kbroker.http.api.throughput import ThroughputSampler
 from kbroker.http.api.timeline import ReplicationTimeline
@@ -30,6 +33,7 @@ WRITE_ENABLE_KEY = "kbroker.http.console.write.enable"
 TIMELINE_KEY: web.AppKey[dict[int, ReplicationTimeline]] = web.AppKey("kbroker.console.timeline")
 THROUGHPUT_KEY: web.AppKey[dict[int, ThroughputSampler]] = web.AppKey("kbroker.console.throughput")
 
+RESET_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -87,7 +91,7 @@ async def _messages(request: web.Request) -> web.Response:
     try:
         return web.json_response(messages.read(partition, offset, _int(request, "max", 20), read_committed))
     except KafkaError as exc:
-        raise web.HTTPBadRequest(text=f"{exc.code.name}: {exc}") from None
+        raise web.HTTPBadRequest(text=f"{exc.code.name.upper()}: {exc}") from None
 
 
 async def _timeline(request: web.Request) -> web.Response:
@@ -122,14 +126,15 @@ async def _clients(request: web.Request) -> web.Response:
     return web.json_response(cluster_view.clients(_broker(request)))
 
 
-def _check_write(request: web.Request, broker: Broker, operation: int, resource_type: int, name: str) -> None:
+def _check_write(request: web.Request, broker: Broker, *needed: tuple[int, int, str]) -> None:
+    """403 unless writes are on and (with an authorizer) ``User:ANONYMOUS`` from the caller's
+    address is allowed some (operation, resource type, name) of ``needed``."""
     if not request.app[SERVICES_KEY].config.get_bool(WRITE_ENABLE_KEY):
         raise web.HTTPForbidden(text=f"the console is read-only ({WRITE_ENABLE_KEY}=false)")
     authorizer = broker.services.security.authorizer
     host = request.remote or ""
-    if authorizer is not None and not (
-            authorizer.authorize(ANONYMOUS, host, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
-            or authorizer.authorize(ANONYMOUS, host, operation, resource_type, name)):
+    if authorizer is not None and not any(authorizer.authorize(ANONYMOUS, host, operation, resource_type, name)
+                                          for operation, resource_type, name in needed):
         raise web.HTTPForbidden(text=f"{ANONYMOUS} is not allowed to do that (ACLs)")
 
 
@@ -137,14 +142,54 @@ async def _create_topic(request: web.Request) -> web.Response:
     broker = _broker(request)
     body: dict[str, Any] = await request.json()
     name = str(body.get("name", ""))
-    _check_write(request, broker, AclOperation.CREATE, ResourceType.TOPIC, name)
+    # As CreateTopics: CREATE on the cluster or on the topic.
+    _check_write(request, broker, (AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME),
+                 (AclOperation.CREATE, ResourceType.TOPIC, name))
     try:
         info = await broker.controller.create_topic(
             name, int(body.get("partitions", -1)), int(body.get("replication_factor", -1)),
             {str(k): str(v) for k, v in dict(body.get("configs", {})).items()})
     except KafkaError as exc:
-        return web.json_response({"error": exc.code.name, "message": str(exc)}, status=400)
+        return web.json_response({"error": exc.code.name.upper(), "message": str(exc)}, status=400)
     return web.json_response({"name": name, "partitions": info.partitions}, status=201)
+
+
+async def _reset_offsets(request: web.Request) -> web.Response:
+    """kafka-consumer-groups --reset-offsets for one topic of an inactive group: ``to`` is
+    "earliest", "latest" or an offset (clamped to the log's range), for ``partitions`` (default:
+    every partition this broker holds). Committed as AdminClient.alterConsumerGroupOffsets
+    commits (generation -1, no member), through the coordinator's own checks."""
+    broker = _broker(request)
+    group_id = request.match_info["group"]
+    body: dict[str, Any] = await request.json()
+    topic, to = str(body.get("topic", "")), str(body.get("to", "earliest"))
+    # As OffsetCommit: READ on the group and on the topic.
+    _check_write(request, broker, (AclOperation.READ, ResourceType.GROUP, group_id))
+    _check_write(request, broker, (AclOperation.READ, ResourceType.TOPIC, topic))
+    state = groups_view.group(broker, group_id)
+    if state is not None and state["members"]:
+        raise web.HTTPConflict(text=f"group {group_id} is {state['state']}: offsets can only be reset "
+                                    "while it has no members")
+    wanted = body.get("partitions") or sorted(i for t, i in broker.replica_manager.partitions if t == topic)
+    now_ms = broker.clock.wall_ms()
+    offsets = {}
+    for index in wanted:
+        partition = broker.replica_manager.partitions.get((topic, int(index)))
+        if partition is None:
+            raise web.HTTPNotFound(text=f"broker {broker.node_id} holds no replica of {topic}-{index}")
+        low, high = partition.log_start_offset, partition.high_watermark
+        target = low if to == "earliest" else high if to == "latest" else min(max(int(to), low), high)
+        offsets[(topic, int(index))] = OffsetAndMetadata(target, -1, "", now_ms, partition.topic_id)
+    try:
+        broker.group_coordinator.validate_commit(group_id, -1, "", None, api_version=9)
+        broker.group_coordinator.commit(group_id, offsets)
+        error = await broker.offset_store.wait_replicated(group_id, RESET_TIMEOUT_MS)
+    except KafkaError as exc:
+        error = exc.code
+    if error:
+        return web.json_response({"error": error.name.upper()}, status=409)
+    return web.json_response({"group_id": group_id, "offsets": [
+        {"topic": t, "partition": i, "offset": o.offset} for (t, i), o in sorted(offsets.items())]})
 
 
 def register(app: web.Application) -> None:
@@ -160,6 +205,7 @@ def register(app: web.Application) -> None:
         ("GET", "/api/topics/{topic}/partitions/{partition}/timeline", _timeline),
         ("GET", "/api/groups", _groups),
         ("GET", "/api/groups/{group}", _group),
+        ("POST", "/api/groups/{group}/offsets", _reset_offsets),
         ("GET", "/api/throughput", _throughput),
         ("GET", "/api/clients", _clients),
     ]
