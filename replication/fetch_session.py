@@ -31,25 +31,16 @@ from dataclasses import dataclass, field
 
 from kbroker.protocol.errors import ErrorCode
 
+from .fetch_metadata import INVALID_SESSION_ID
 from .partition import DataWaiter, Partition
 from .replica_manager import FetchRequestPartition, FetchResult
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0  # with session id 0: a full fetch asking for a session
-FINAL_EPOCH = -1  # a full fetch that creates no session (and closes the one named)
 # Kafka's FetchSessionCache eviction time (120 s; a constant there, not a broker key).
 MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
 DEFAULT_CACHE_SLOTS = 1000  # max.incremental.fetch.session.cache.slots
 LOG_START_SWEEP_S = 1.0
 # A session's partitions by (topic id, partition) from Fetch v13, (topic name, partition) before.
 SessionKey = tuple[uuid.UUID | str | None, int]
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after ``epoch``: wraps to 1 (0 means "new session"), -1 stays -1."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == 0x7FFFFFFF else epoch + 1
 
 
 @dataclass(slots=True)

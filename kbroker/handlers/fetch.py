@@ -43,7 +43,7 @@ from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.codec import encode_unsigned_varint, response_header
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.wire import Writer
-from kbroker.replication.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID
+from kbroker.replication.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID
 from kbroker.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
 from kbroker.storage.log import FetchSlice
 

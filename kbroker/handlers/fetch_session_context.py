@@ -24,7 +24,8 @@ from kbroker.handlers.services import HasCatalogue, HasFetchSessions, HasReplica
 from kbroker.network.context import RequestContext
 from kbroker.protocol.acl import AclOperation, ResourceType
 from kbroker.protocol.errors import ErrorCode
-from kbroker.replication.fetch_session import CachedPartition, FetchSession, SessionKey, next_epoch
+from kbroker.replication.fetch_metadata import next_epoch
+from kbroker.replication.fetch_session import CachedPartition, FetchSession, SessionKey
 from kbroker.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
 
 FIRST_TOPIC_ID = 13
