@@ -11,6 +11,10 @@ failed link backs that partition (or the whole fetcher) off replica.fetch.backof
 broker's metadata updates move partitions between fetchers. Partitions may be added and
 removed while a request is in flight: answers for a partition that left, or whose leader
 epoch or fetch position changed meanwhile, are dropped.
+Fetches go through a fetch session (KIP-227, ``FetchSessionHandler``): after the first, full
+fetch, each names only the partitions whose position changed and forgets those no longer
+fetched (one backing off is forgotten, and named again when it comes back); a session error or a
+failed request falls back to a full fetch.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from kio.schema.fetch.v15 import response as fetch_response
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from .fetch_session_handler import FetchSessionHandler, PartitionAsk
 from .inter_broker_client import InterBrokerClient
 from .partition import Partition
 from .replication_settings import ClusterLinks, ReplicationSettings
@@ -36,10 +41,12 @@ log = logging.getLogger(__name__)
 
 FETCH_KEY = 1
 FETCH_VERSION = 15
-FINAL_SESSION_EPOCH = -1  # "full fetch, no session" (KIP-227)
 UNDEFINED = -1
 # What one Fetch asked per partition: (partition, its leader epoch, its fetch offset) when sent.
 SentFetch = dict[tuple[str, int], tuple[Partition, int, int]]
+_SESSION_ERRORS = frozenset({
+    ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch, ErrorCode.fetch_session_topic_id_error,
+})
 _RETRY_ERRORS = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
     ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
@@ -92,6 +99,7 @@ class ReplicaFetcher:
         self._client: InterBrokerClient | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self.session = FetchSessionHandler()
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(broker {self.broker_id} <- leader {self.leader_id})"
@@ -149,6 +157,7 @@ class ReplicaFetcher:
                 # a reset one: back off and fetch again, never end the loop (the partitions would
                 # stay out of the ISR for good).
                 log.info("%r: fetch failed: %s; backing off %d ms", self, exc, self.settings.replica_fetch_backoff_ms)
+                self.session.handle_error()
                 await asyncio.sleep(backoff_s)
                 continue
             self.handle_response(sent, response)
@@ -166,9 +175,10 @@ class ReplicaFetcher:
 
     def handle_response(self, sent: SentFetch, response: fetch_response.FetchResponse) -> None:
         """Apply the leader's answer to the Fetch ``next_request`` built as ``sent``."""
-        if response.error_code != ErrorCode.none:
+        if not self.session.handle_response(response.error_code, response.session_id):
             log.info("%r: fetch answered %s", self, response.error_code.name)
-            self._delay(list(sent))
+            if response.error_code not in _SESSION_ERRORS:  # those are retried at once, as a full fetch
+                self._delay(list(sent))
             return
         self._process(sent, response)
 
@@ -201,17 +211,30 @@ class ReplicaFetcher:
 
     def _build_request(self, sent: SentFetch) -> fetch_request.FetchRequest:
         m = fetch_request
+        max_bytes = self.settings.replica_fetch_max_bytes
+        wanted: dict[tuple[str, int], tuple[uuid.UUID, PartitionAsk]] = {
+            key: (partition.topic_id, (fetch_offset, partition.log_start_offset, leader_epoch,
+                                       partition.log.leader_epoch_cache.latest_epoch, max_bytes))
+            for key, (partition, leader_epoch, fetch_offset) in sent.items()}
+        session = self.session.build(wanted)
         by_topic: dict[uuid.UUID, list[fetch_request.FetchPartition]] = {}
-        partition_max_bytes = i32(self.settings.replica_fetch_max_bytes)
-        for partition, leader_epoch, fetch_offset in sent.values():
-            by_topic.setdefault(partition.topic_id, []).append(m.FetchPartition(
-                partition=i32(partition.index),
+        for key in session.send:
+            topic_id, (fetch_offset, log_start_offset, leader_epoch, last_fetched_epoch, _max) = wanted[key]
+            by_topic.setdefault(topic_id, []).append(m.FetchPartition(
+                partition=i32(key[1]),
                 current_leader_epoch=i32(leader_epoch),
                 fetch_offset=i64(fetch_offset),
-                last_fetched_epoch=i32(partition.log.leader_epoch_cache.latest_epoch),
-                log_start_offset=i64(partition.log_start_offset),
-                partition_max_bytes=partition_max_bytes,
+                last_fetched_epoch=i32(last_fetched_epoch),
+                log_start_offset=i64(log_start_offset),
+                partition_max_bytes=i32(max_bytes),
             ))
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for topic_id, index in session.forget:
+            forgotten.setdefault(topic_id, []).append(index)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%r: %s fetch, session %d epoch %d: %d of %d partitions named, %d forgotten", self,
+                      "full" if self.session.is_full else "incremental", session.session_id, session.epoch,
+                      len(session.send), len(wanted), len(session.forget))
         return m.FetchRequest(
             cluster_id=None,
             replica_state=m.ReplicaState(replica_id=BrokerId(self.broker_id),
@@ -220,10 +243,11 @@ class ReplicaFetcher:
             min_bytes=i32(self.settings.replica_fetch_min_bytes),
             max_bytes=i32(self.settings.replica_fetch_response_max_bytes),
             isolation_level=i8(0),
-            session_id=i32(0),
-            session_epoch=i32(FINAL_SESSION_EPOCH),
+            session_id=i32(session.session_id),
+            session_epoch=i32(session.epoch),
             topics=tuple(m.FetchTopic(topic_id=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(m.ForgottenTopic(topic_id=t, partitions=tuple(i32(i) for i in ps))
+                                        for t, ps in forgotten.items()),
             rack_id="",
         )
 
