@@ -3,14 +3,12 @@
 One entry per connection (its peer address): the listener and principal it authenticated as, the
 client id of its last request, the software name and version it sent in ApiVersions v3+
 (KIP-511), and each API it has used with the versions it used. The Dispatcher notes every
-request here (one dict lookup and one set insertion); entries of closed connections are dropped
-when the list is read, against the socket servers' open connections, so nothing on the close
-path has to know about this registry.
+request here (one dict lookup and one set insertion); the SocketServer drops a connection's
+entry when the connection closes, whichever side closed it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from kbroker.security.principal import KafkaPrincipal
@@ -45,8 +43,14 @@ class ConnectedClients:
             client.software_name = getattr(request, "client_software_name", "") or ""
             client.software_version = getattr(request, "client_software_version", "") or ""
 
-    def connected(self, open_peers: Collection[str]) -> list[ConnectedClient]:
-        """The clients whose connection is still open (``open_peers``), forgetting the others."""
-        for peer in [p for p in self._by_peer if p not in open_peers]:
-            del self._by_peer[peer]
+    def client(self, peer: str) -> ConnectedClient | None:
+        """The connection ``peer``'s entry (its software for KIP-714 telemetry), None if unseen."""
+        return self._by_peer.get(peer)
+
+    def forget(self, peer: str) -> None:
+        """The connection ``peer`` closed (called by its SocketServer)."""
+        self._by_peer.pop(peer, None)
+
+    def connected(self) -> list[ConnectedClient]:
+        """The clients connected now, by client id."""
         return sorted(self._by_peer.values(), key=lambda c: (c.client_id, c.peer))

@@ -171,6 +171,7 @@ class SocketServer:
     def connection_lost(self, connection: KafkaConnection) -> None:
         self.connections.pop(connection, None)
         self._forget(connection)
+        self.dispatcher.clients.forget(connection.peer)
         if connection.closed_by_peer:
             self.dispatcher.peer_closed(connection.peer)
 

@@ -104,9 +104,8 @@ def _api_name(broker: Broker, api_key: int) -> str:
 def clients(broker: Broker) -> JSON:
     """The clients connected to this broker now: their software (ApiVersions v3), listener,
     principal and the API versions they used."""
-    open_peers = {c.peer for server in broker.socket_servers for c in server.connections}
     rows = []
-    for client in broker.dispatcher.clients.connected(open_peers):
+    for client in broker.dispatcher.clients.connected():
         rows.append({
             "client_id": client.client_id, "address": client.peer, "listener": client.listener,
             "principal": client.principal, "software_name": client.software_name,

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from kbroker.network.connected_clients import ConnectedClients
 from kbroker.network.connection import KafkaConnection
 from kbroker.network.socket_server import SocketServer, SocketServerSettings
 
@@ -27,6 +28,7 @@ class FakeDispatcher:
     def __init__(self) -> None:
         self.frames: list[bytes] = []
         self.release: asyncio.Event | None = None
+        self.clients = ConnectedClients()  # the SocketServer forgets each closed connection there
 
     async def dispatch(self, frame: bytearray, client_host: str, peer: str, principal: object = None,
                        listener: str = "") -> bytes:
