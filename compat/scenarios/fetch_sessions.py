@@ -15,6 +15,7 @@ Not among the parity suite's scenario modules (``MODULES``): it needs its own br
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -40,7 +41,8 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 
-def _fill(bootstrap: str) -> None:
+def fill(bootstrap: str) -> None:
+    """The topic, with RECORDS_PER_PARTITION records in each partition."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -59,19 +61,23 @@ def _fill(bootstrap: str) -> None:
         raise RuntimeError("records not acknowledged")
 
 
-def _java_console(bootstrap: str) -> None:
-    """Kafka's console consumer reads partition 0 from the start, then idles until IDLE_S."""
-    subprocess.run([
+def java_console_consumer(bootstrap: str) -> int:
+    """Kafka's console consumer reads partition 0 from the start, then idles until IDLE_S;
+    returns how many records it printed."""
+    done = subprocess.run([
         shutil.which("java") or "java", *JVM_FLAGS, "-cp", kafka_classpath(), CONSOLE_CONSUMER,
         "--bootstrap-server", bootstrap, "--topic", TOPIC, "--partition", "0", "--offset", "earliest",
         "--timeout-ms", str(int(IDLE_S * 1000)),
         "--consumer-property", f"client.id={JAVA_CLIENT_ID}",
         "--consumer-property", f"fetch.max.wait.ms={FETCH_WAIT_MS}",
     ], capture_output=True, timeout=120, check=False)  # exits 0 or 1 on the idle timeout alike
+    # Without a log4j file the tool's own log lines share standard output with the records.
+    return sum(1 for line in done.stdout.splitlines() if re.fullmatch(rb"v\d+", line))
 
 
-def _confluent(bootstrap: str) -> None:
-    """librdkafka reads all three partitions from the start, then keeps polling for IDLE_S."""
+def confluent_consumer(bootstrap: str) -> int:
+    """librdkafka reads all three partitions from the start, then keeps polling for IDLE_S;
+    returns how many records it read."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fetch-sessions", "client.id": CONFLUENT_CLIENT_ID,
                          "enable.auto.commit": False, "fetch.wait.max.ms": int(FETCH_WAIT_MS)})
     try:
@@ -88,6 +94,7 @@ def _confluent(bootstrap: str) -> None:
             consumer.poll(0.2)
     finally:
         consumer.close()
+    return got
 
 
 def observe(make_target: Callable[[Path, dict[str, str]], Target], workdir: Path) -> dict[str, list[FetchExchange]]:
@@ -99,9 +106,9 @@ def observe(make_target: Callable[[Path, dict[str, str]], Target], workdir: Path
     try:
         target.start()
         bootstrap = f"127.0.0.1:{tap_port}"
-        _fill(bootstrap)
-        _java_console(bootstrap)
-        _confluent(bootstrap)
+        fill(bootstrap)
+        java_console_consumer(bootstrap)
+        confluent_consumer(bootstrap)
         return {client: tap.fetches(client) for client in (JAVA_CLIENT_ID, CONFLUENT_CLIENT_ID)}
     finally:
         target.close()

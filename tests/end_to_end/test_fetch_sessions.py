@@ -1,0 +1,53 @@
+"""Consumers and fetch sessions (KIP-227) against kbroker, seen on the wire through a tap the
+broker advertises: Kafka's Java consumer opens a session and then fetches incrementally (epochs
+1, 2, 3, ... naming only what moved) and closes it at exit; librdkafka, which does not implement
+KIP-227, stays sessionless. Both read every record. ``compat.scenarios.fetch_sessions`` shows
+the same steps for both clients against Apache Kafka 4.3.1."""
+
+from __future__ import annotations
+
+import pytest
+
+from compat.deps import DepsError, kafka_classpath
+from compat.scenarios.fetch_sessions import (
+    CONFLUENT_CLIENT_ID,
+    JAVA_CLIENT_ID,
+    PARTITIONS,
+    RECORDS_PER_PARTITION,
+    confluent_consumer,
+    fill,
+    java_console_consumer,
+)
+from compat.targets import free_port
+from compat.wire_tap import WireTap, session_pattern
+from kbroker.testing import kafka_broker
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kafka_jars() -> None:
+    try:
+        kafka_classpath()
+    except DepsError as exc:
+        pytest.skip(f"Kafka's jars are not installed: {exc}")
+
+
+def test_java_consumer_fetches_incrementally_and_librdkafka_sessionless() -> None:
+    tap_port = free_port()
+    with kafka_broker(**{"advertised.listeners": f"PLAINTEXT://127.0.0.1:{tap_port}"}) as broker:
+        tap = WireTap(tap_port, broker.port)
+        tap.start()
+        try:
+            bootstrap = f"127.0.0.1:{tap_port}"
+            fill(bootstrap)
+            assert java_console_consumer(bootstrap) == RECORDS_PER_PARTITION
+            assert confluent_consumer(bootstrap) == PARTITIONS * RECORDS_PER_PARTITION
+        finally:
+            tap.close()
+    java = tap.fetches(JAVA_CLIENT_ID)
+    assert session_pattern(java) == ["full+open -> id", "incremental", "close"]
+    incremental = [e for e in java if e.epoch > 0]
+    assert len(incremental) >= 3
+    assert len({e.session_id for e in incremental}) == 1
+    assert all(e.answered_session_id == e.session_id for e in incremental)
+    assert max(e.partitions_named for e in incremental) <= 1  # only the moved partition, when it moved
+    assert session_pattern(tap.fetches(CONFLUENT_CLIENT_ID)) == ["sessionless"]
