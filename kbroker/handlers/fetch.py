@@ -35,8 +35,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from kbroker.handlers import fetch_session_context
-from kbroker.handlers.fetch_session_context import Asked, Services
+from kbroker.handlers.fetch_session_context import Asked, Services, incremental_fetch, open_session
 from kbroker.handlers.security import cluster_allowed, denied_names
 from kbroker.network.context import EncodedResponse, RequestContext
 from kbroker.protocol.acl import AclOperation, ResourceType
@@ -85,7 +84,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> EncodedRespo
     if version >= FIRST_CLIENT_METADATA and params.replica_id < 0:
         params = FetchParams(client_rack=request.rack_id or "")
     if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
-        error, answered_id, keys, results = await fetch_session_context.incremental_fetch(
+        error, answered_id, keys, results = await incremental_fetch(
             ctx, request, session_id, epoch, params, everything_denied)
         if error != ErrorCode.none:
             return EncodedResponse([encode_error(ctx.header.correlation_id, version, error, answered_id)])
@@ -106,7 +105,7 @@ async def handle(ctx: RequestContext[Services], request: object) -> EncodedRespo
         results = [_as_read_error(r) if r.error != ErrorCode.none else r for r in results]
     new_session = INVALID_SESSION_ID
     if epoch == INITIAL_EPOCH and version >= FIRST_SESSION:
-        new_session = fetch_session_context.open_session(services, version, params, keys, wanted, names, results)
+        new_session = open_session(services, version, params, keys, wanted, names, results)
     return EncodedResponse(encode(ctx.header.correlation_id, version, keys, results, request.isolation_level,
                                   new_session))
 

@@ -143,9 +143,9 @@ async def _read(ctx: RequestContext[Services], session: FetchSession, changed: l
     services = ctx.services
     hosted = services.replicas.partitions
     topics_by_id = services.catalogue.topics_by_id
-    for cached in changed:
-        if cached.name is None and cached.topic_id is not None:  # a topic id learnt since
-            info = topics_by_id.get(cached.topic_id)
+    if session.uses_topic_ids:  # a topic id learnt, or deleted, since the partition was added
+        for cached in changed:
+            info = topics_by_id.get(cached.topic_id) if cached.topic_id is not None else None
             cached.name = info.name if info is not None else None
             cached.request.topic = cached.name or ""
     denied: frozenset[str] = frozenset()
