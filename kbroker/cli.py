@@ -29,6 +29,7 @@ from kbroker.container import healthcheck
 from kbroker.http.app import NodeServices
 from kbroker.http.server import HttpServer
 from kbroker.log_format import TEXT_FORMAT, use_format
+from kbroker.metrics.client_telemetry import CLIENT_TELEMETRY
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.network.rate_limited_log import RateLimitedLogger, rate_limit_loop_errors
 from kbroker.network.request_logger import RequestLogger
@@ -135,6 +136,9 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
             broker = Broker(config, local_controller=controller)
             services.broker = broker
             _observe_requests(broker.dispatcher, services, config)
+            # KIP-714: the telemetry handlers match subscriptions on the connection's software.
+            CLIENT_TELEMETRY.connected = broker.dispatcher.clients
+            CLIENT_TELEMETRY.max_bytes = config.get_int("telemetry.max.bytes")
             # A broker waits for its controller to unfence it; a SIGTERM meanwhile stops it.
             if not await _started(broker.start(), stop):
                 return

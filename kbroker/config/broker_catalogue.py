@@ -110,7 +110,7 @@ ACTED_ON = frozenset({
     "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms", "replica.socket.timeout.ms",
     "controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
     "controller.quorum.request.timeout.ms", "controller.quorum.retry.backoff.ms", "replica.selector.class",
-    "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
+    "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds", "telemetry.max.bytes",
 })
 
 # kbroker's own keys (not Kafka's): described only when set, like Kafka's internal keys.

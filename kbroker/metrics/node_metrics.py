@@ -14,6 +14,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from kbroker.metrics.client_telemetry import CLIENT_TELEMETRY, TelemetryCollector
 from kbroker.metrics.event_loop_lag import EventLoopLag
 from kbroker.metrics.node_collector import NodeCollector
 from kbroker.metrics.request_metrics import RequestMetrics
@@ -33,6 +34,7 @@ class NodeMetrics:
         GCCollector(registry=self.registry)
         self.requests = RequestMetrics(self.registry)
         self.registry.register(NodeCollector(services))
+        self.registry.register(TelemetryCollector(CLIENT_TELEMETRY))
         self.event_loop_lag = EventLoopLag(self.registry)
 
     def render(self) -> bytes:
