@@ -26,6 +26,7 @@ from typing import Any
 from kbroker.config.kafka_config import ConfigError, KafkaConfig
 from kbroker.container import entrypoint as container_entrypoint
 from kbroker.container import healthcheck
+from kbroker.handlers import TELEMETRY_HANDLERS
 from kbroker.http.app import NodeServices
 from kbroker.http.server import HttpServer
 from kbroker.log_format import TEXT_FORMAT, use_format
@@ -136,9 +137,11 @@ async def _serve(config: KafkaConfig, stop_requested: Callable[[], bool], cluste
             broker = Broker(config, local_controller=controller)
             services.broker = broker
             _observe_requests(broker.dispatcher, services, config)
-            # KIP-714: the telemetry handlers match subscriptions on the connection's software.
-            CLIENT_TELEMETRY.connected = broker.dispatcher.clients
-            CLIENT_TELEMETRY.max_bytes = config.get_int("telemetry.max.bytes")
+            if services.metrics is not None:  # KIP-714: clients push, /metrics shows it
+                broker.dispatcher.handlers = {**broker.dispatcher.handlers, **TELEMETRY_HANDLERS}
+                # Subscriptions match on the software each connection named in ApiVersions.
+                CLIENT_TELEMETRY.connected = broker.dispatcher.clients
+                CLIENT_TELEMETRY.max_bytes = config.get_int("telemetry.max.bytes")
             # A broker waits for its controller to unfence it; a SIGTERM meanwhile stops it.
             if not await _started(broker.start(), stop):
                 return

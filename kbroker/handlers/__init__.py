@@ -136,8 +136,6 @@ _MODULES: list[ModuleType] = [
     consumer_group_heartbeat,
     consumer_group_describe,
     list_config_resources,
-    get_telemetry_subscriptions,
-    push_telemetry,
     sasl_handshake,
     describe_acls,
     create_acls,
@@ -170,3 +168,6 @@ _MODULES: list[ModuleType] = [
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in _MODULES}
+# KIP-714: Kafka advertises these only with a client metrics receiver configured; kbroker's is
+# built in and serves what clients push on /metrics, so a node with an HTTP listener adds them.
+TELEMETRY_HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in (get_telemetry_subscriptions, push_telemetry)}
