@@ -7,6 +7,14 @@ every partition with max_wait 0, alternating rounds of sessionless and increment
 machine's other load falls on both alike; the broker's CPU is its process's user+system time.
 
     python -m compat.fetch_session_cost [--partitions 1000] [--fetches 200] [--rounds 3]
+
+``--cluster``: the follower side instead. Three brokers (and a controller) hold the partitions
+at replication factor 3 and sit idle, each follower fetching from each leader (a long poll of
+replica.fetch.wait.max.ms, 500 ms); the brokers' CPU over ``--idle-s`` seconds with fetch
+sessions off (max.incremental.fetch.session.cache.slots=0: every fetch full, as before) and on
+(the default), alternating per round.
+
+    python -m compat.fetch_session_cost --cluster [--partitions 1000] [--idle-s 20] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import Any
 from kbroker.protocol.codec import decode_response, encode_request
 from kio.schema.fetch.v16 import request as fetch_v16
 
-from kbroker.testing import kafka_broker
+from kbroker.testing import kafka_broker, kafka_cluster
 
 FETCH = 1
 VERSION = 16
@@ -97,12 +105,39 @@ def measure(partitions: int, fetches: int, rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
+def measure_cluster(partitions: int, idle_s: float, rounds: int) -> list[dict[str, Any]]:
+    """Idle CPU of three brokers replicating ``partitions`` partitions, sessions off and on."""
+    rows: list[dict[str, Any]] = []
+    for _round in range(rounds):
+        for slots in (0, 1000):
+            with kafka_cluster(3, **{"max.incremental.fetch.session.cache.slots": slots}) as cluster:
+                cluster.create_topic(TOPIC, partitions=partitions, replication_factor=3, timeout=300)
+                time.sleep(idle_s / 2)  # followers settle: sessions opened, nothing left to copy
+                pids = [b.pid for b in cluster.brokers if b.pid is not None]
+                before = sum(_cpu_s(pid) for pid in pids)
+                time.sleep(idle_s)
+                cores = (sum(_cpu_s(pid) for pid in pids) - before) / idle_s
+                rows.append({"sessions": "on" if slots else "off", "cores": cores, "load1": os.getloadavg()[0]})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--fetches", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cluster", action="store_true", help="the follower side: an idle RF-3 cluster")
+    parser.add_argument("--idle-s", type=float, default=20.0)
     args = parser.parse_args()
+    if args.cluster:
+        # 6 follower fetch streams (3 brokers x 2 leaders), each one fetch per 500 ms long poll when idle.
+        fetches_per_s = 6 / 0.5
+        print(f"3 brokers, {args.partitions} partitions x RF 3, idle {args.idle_s:.0f} s")
+        print("sessions  brokers' CPU (cores)  ms CPU per follower fetch (at 12 fetches/s)  load1")
+        for row in measure_cluster(args.partitions, args.idle_s, args.rounds):
+            print(f"{row['sessions']:<9} {row['cores']:>20.3f} {row['cores'] * 1000 / fetches_per_s:>44.2f} "
+                  f"{row['load1']:>6.1f}")
+        return
     print(f"{args.partitions} partitions, idle, {args.fetches} fetches per round, max_wait 0")
     print("mode         request B  response B  broker CPU ms/fetch  wall ms/fetch  load1")
     for row in measure(args.partitions, args.fetches, args.rounds):
