@@ -35,6 +35,7 @@ from kbroker.storage.log import AppendInfo, FetchSlice, PartitionLog
 from .quorum.partition_registration import NO_LEADER, PartitionRegistration
 from .replica_state import ReplicaState
 from .replication_settings import AlterPartition
+from .stage_trace import DEBUG, TRACE, stage
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +215,9 @@ class Partition:
         self._maybe_resend_alter_partition(now_ms)
         self._maybe_expand_isr(state)
         self._maybe_increment_high_watermark(now_ms)
+        if TRACE.isEnabledFor(DEBUG):
+            stage("follower_position", tp=f"{self.topic}-{self.index}", replica=replica_id, fetch_offset=fetch_offset,
+                  hw=self.high_watermark, leo=self.log_end_offset)
 
     def _maybe_expand_isr(self, state: ReplicaState) -> None:
         # Kafka's isFollowerInSync: at or past the high watermark and past the start of this
@@ -307,6 +311,9 @@ class Partition:
                 f"ISR size {len(self.isr)} is below min.insync.replicas {self.effective_min_isr()}",
             )
         info = self.log.append_as_leader(records, self.leader_epoch, now_ms, from_coordinator)
+        if TRACE.isEnabledFor(DEBUG):
+            stage("leader_append", tp=f"{self.topic}-{self.index}", first=info.first_offset, last=info.last_offset,
+                  hw=self.high_watermark, fetches_parked=len(self._waiters))
         self._after_leader_append(now_ms)
         return info
 
@@ -338,6 +345,8 @@ class Partition:
         if new_hw <= self.high_watermark:
             return False
         self.high_watermark = new_hw
+        if TRACE.isEnabledFor(DEBUG):
+            stage("hw_advance", tp=f"{self.topic}-{self.index}", hw=new_hw, commit_waiters=len(self._commit_waiters))
         self.wake_waiters()
         self._complete_commit_waiters()
         return True

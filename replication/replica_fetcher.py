@@ -36,6 +36,7 @@ from .fetch_session_handler import FetchSessionHandler, PartitionAsk
 from .inter_broker_client import InterBrokerClient
 from .partition import Partition
 from .replication_settings import ClusterLinks, ReplicationSettings
+from .stage_trace import DEBUG, TRACE, stage
 
 log = logging.getLogger(__name__)
 
@@ -148,10 +149,14 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff_s)
                 continue
             sent, request = prepared
+            if TRACE.isEnabledFor(DEBUG):
+                stage("fetch_sent", node=self.broker_id, leader=self.leader_id, partitions=len(sent))
             try:
                 response: fetch_response.FetchResponse = await client.request(
                     FETCH_KEY, FETCH_VERSION, request, timeout_s=self.settings.replica_socket_timeout_ms / 1000,
                 )
+                if TRACE.isEnabledFor(DEBUG):
+                    stage("fetch_answered", node=self.broker_id, leader=self.leader_id)
             except (ConnectionError, TimeoutError) as exc:
                 # A leader that stopped answering (replica.socket.timeout.ms) is a failed link like
                 # a reset one: back off and fetch again, never end the loop (the partitions would
@@ -305,7 +310,10 @@ class ReplicaFetcher:
         if records:
             batches = whole_batches(bytes(records))
             if len(batches):
-                partition.append_as_follower(batches, now_ms)
+                info = partition.append_as_follower(batches, now_ms)
+                if TRACE.isEnabledFor(DEBUG):
+                    stage("follower_append", tp=f"{partition.topic}-{partition.index}", node=self.broker_id,
+                          first=info.first_offset, last=info.last_offset)
         partition.update_follower_high_watermark(data.high_watermark, data.log_start_offset)
         return True
 

@@ -50,6 +50,7 @@ from kbroker.protocol.wire import Reader, Writer
 from kbroker.replication.partition import Partition
 from kbroker.replication.quorum.topic_rules import INTERNAL_TOPICS
 from kbroker.replication.replica_manager import ProduceResult
+from kbroker.replication.stage_trace import DEBUG, TRACE, stage
 from kbroker.transactions.verification import ended_during_verification, in_transaction, verification_guard
 
 API_KEY = 0
@@ -112,6 +113,8 @@ def decode_request(frame: memoryview, offset: int, version: int) -> ProduceReque
 
 
 async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> object:
+    if TRACE.isEnabledFor(DEBUG):
+        stage("produce_received", correlation_id=ctx.header.correlation_id, acks=request.acks)
     services = ctx.services
     version = ctx.api_version
     catalogue = services.catalogue
@@ -159,6 +162,8 @@ async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> obje
         await replica_manager.await_acks([r for _n, _t, out in results for _i, r in out], request.timeout_ms)
     if request.acks == 0:
         return NO_RESPONSE
+    if TRACE.isEnabledFor(DEBUG):
+        stage("produce_answered", correlation_id=ctx.header.correlation_id)
     return EncodedResponse([encode_response(ctx.header.correlation_id, version, results)])
 
 
