@@ -47,6 +47,7 @@ CLIENT_LISTENER = "PLAINTEXT"
 CONTROLLER_LISTENER = "CONTROLLER"
 CLIENT_PORT = 9092
 CONTROLLER_PORT = 9093
+HTTP_PORT = 8080
 WILDCARD = "0.0.0.0"
 # What a client on the host of `docker run -p 9092:9092` dials.
 ADVERTISED_HOST = "localhost"
@@ -59,6 +60,9 @@ STATIC_DEFAULTS: dict[str, str] = {
     "controller.listener.names": CONTROLLER_LISTENER,
     "log.dirs": DATA_DIR,
     "group.initial.rebalance.delay.ms": "0",
+    # /metrics, /health/live, /health/ready and the console (`docker run -p 8080:8080`);
+    # KAFKA_KBROKER_HTTP_LISTENERS= (empty) turns it off.
+    "kbroker.http.listeners": f"http://{WILDCARD}:{HTTP_PORT}",
 }
 
 SINGLE_NODE_INTERNAL_TOPICS: dict[str, str] = {

@@ -48,10 +48,15 @@ def test_one_variable_alone_keeps_every_other_default() -> None:
         "listeners": "PLAINTEXT://0.0.0.0:9092,CONTROLLER://0.0.0.0:9093",
         "advertised.listeners": "PLAINTEXT://localhost:9092", "num.partitions": "5",
         "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.min.isr": "1", "kbroker.http.listeners": "http://0.0.0.0:8080",
     }
     assert settings.origins["num.partitions"] == "environment variable KAFKA_NUM_PARTITIONS"
     assert settings.origins["listeners"] == "image default"
+
+
+def test_the_http_listener_is_on_unless_emptied() -> None:
+    assert merge({}).values["kbroker.http.listeners"] == "http://0.0.0.0:8080"
+    assert merge({"KAFKA_KBROKER_HTTP_LISTENERS": ""}).values["kbroker.http.listeners"] == ""
 
 
 def test_internal_topics_have_one_replica_only_where_one_node_is_the_cluster() -> None:
