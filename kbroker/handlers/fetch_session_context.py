@@ -89,7 +89,8 @@ async def incremental_fetch(
     while True:
         changed = session.take_changed(time.monotonic())
         if changed:
-            taken = sum(_size(r) for k, (_c, r) in answer.items() if k not in {c.key for c in changed})
+            rereading = {c.key for c in changed}
+            taken = sum(_size(r) for k, (_c, r) in answer.items() if k not in rereading)
             results = await _read(ctx, session, changed, params, everything_denied, max(0, request.max_bytes - taken),
                                   request.isolation_level)
             for cached, result in zip(changed, results, strict=True):

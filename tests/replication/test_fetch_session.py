@@ -155,6 +155,13 @@ def test_followers_replicate_through_incremental_fetches(tmp_path) -> None:
                 assert len(fetcher.session.session) == 20
             assert sessions.num_incremental_fetch_sessions == 2
             assert sessions.num_incremental_fetch_partitions_cached == 40
+            # Idle: no partition is left to read at the next fetch (none woke, none carried over).
+            await wait_until(lambda: all(not s.carry and not s.waiter.woken for s in sessions.sessions.values()),
+                             lambda: partitions_of(controller))
+            # A log start offset moved by DeleteRecords wakes nobody; the followers learn it anyway.
+            assert leader.partition("t").delete_records(4) == 4
+            await wait_until(lambda: all(controller.nodes[f].partition("t").log_start_offset == 4 for f in (2, 3)),
+                             lambda: partitions_of(controller))
         finally:
             await stop_cluster(controller)
 
