@@ -51,6 +51,7 @@ from compat.targets import (
     ProcessTarget,
     free_port,
     random_cluster_id,
+    stock_jvm,
     tail,
     wait_for_port,
 )
@@ -376,6 +377,16 @@ class KafkaCluster(Cluster):
         super().start()
 
 
+class StockKafkaCluster(KafkaCluster):
+    """Kafka 4.3.1 nodes with the JVM settings of Kafka's start scripts (``compat.targets.KAFKA_STOCK_JVM``):
+    what the benchmarks compare against."""
+
+    def make_node(self, workdir: Path, node_id: int, host: str, port: int, settings: dict[str, str]) -> ClusterNode:
+        node = KafkaNode(workdir, node_id, host, port, settings)
+        node.heap = stock_jvm(node.workdir)
+        return node
+
+
 class KbrokerCluster(Cluster):
     """kbroker processes (cluster mode, because ``controller.quorum.voters`` is set)."""
 
@@ -413,10 +424,13 @@ def stop_together(nodes: list[ClusterNode]) -> None:
 
 
 def make_cluster(target: str, workdir: Path, extra: dict[str, str] | None = None, controllers: int = 1,
-                 node_extra: dict[int, dict[str, str]] | None = None, topology: str = "isolated") -> Cluster:
+                 node_extra: dict[int, dict[str, str]] | None = None, topology: str = "isolated",
+                 stock_jvm: bool = False) -> Cluster:
     """``KafkaCluster`` for "kafka", ``KbrokerCluster`` for "kbroker" (``node_extra``: settings of
-    single nodes, e.g. ``broker.rack``; ``topology``: one of ``TOPOLOGIES``)."""
-    kinds: dict[str, type[Cluster]] = {"kafka": KafkaCluster, "kbroker": KbrokerCluster}
+    single nodes, e.g. ``broker.rack``; ``topology``: one of ``TOPOLOGIES``; ``stock_jvm``: Kafka
+    nodes with its start scripts' JVM settings, ``StockKafkaCluster``, as benchmarks want)."""
+    kinds: dict[str, type[Cluster]] = {"kafka": StockKafkaCluster if stock_jvm else KafkaCluster,
+                                       "kbroker": KbrokerCluster}
     return kinds[target](workdir, extra, controllers, node_extra, topology)
 
 

@@ -69,6 +69,22 @@ KAFKA_ONLY_SETTINGS: dict[str, str] = {}
 
 KAFKA_JVM_FLAGS = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
 
+# What Kafka 4.3.1's bin/kafka-server-start.sh (KAFKA_HEAP_OPTS, -loggc) and kafka-run-class.sh
+# (KAFKA_JVM_PERFORMANCE_OPTS, KAFKA_JMX_OPTS) start kafka.Kafka with when none is set: the
+# benchmarks run every Kafka node so ("stock JVM"), tests keep the lighter flags above.
+KAFKA_STOCK_JVM = [
+    "-Xmx1G", "-Xms1G",
+    "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
+    "-Dcom.sun.management.jmxremote", "-Dcom.sun.management.jmxremote.authenticate=false",
+    "-Dcom.sun.management.jmxremote.ssl=false",
+]  # fmt: skip
+
+
+def stock_jvm(log_dir: Path) -> list[str]:
+    """``KAFKA_STOCK_JVM`` plus the GC log kafka-server-start.sh asks for, written into ``log_dir``."""
+    return [*KAFKA_STOCK_JVM, f"-Xlog:gc*:file={log_dir / 'kafkaServer-gc.log'}:time,tags:filecount=10,filesize=100M"]
+
 LOG4J2_FILE_CONFIG = """\
 status = error
 name = compat
@@ -208,8 +224,10 @@ class KafkaTarget(ProcessTarget):
 
     name = "kafka"
 
-    def __init__(self, workdir: Path, log_level: str = "INFO", extra: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, log_level: str = "INFO", extra: dict[str, str] | None = None,
+                 stock: bool = False) -> None:
         super().__init__(workdir)
+        self.jvm = stock_jvm(self.workdir) if stock else KAFKA_JVM_FLAGS  # stock: the benchmarks'
         self.controller_port = free_port()
         self.data_dir = self.workdir / "data"
         self.properties = self.workdir / "server.properties"
@@ -241,7 +259,7 @@ class KafkaTarget(ProcessTarget):
         self.format_storage()
         with open(self.stdout_log, "ab") as out:
             self.proc = subprocess.Popen(
-                self._java("kafka.Kafka", str(self.properties), heap=KAFKA_JVM_FLAGS),
+                self._java("kafka.Kafka", str(self.properties), heap=self.jvm),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )  # fmt: skip
         proc = self.proc

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from compat.targets import KAFKA_STOCK_JVM
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -116,7 +118,8 @@ def machine(data_dir: Path) -> dict[str, object]:
         "kernel": platform.release(),
         "python": sys.version.split()[0],
         "java": _first(["java", "-version"]),
-        "kafka": "Apache Kafka 4.3.1 (Maven jars, KRaft combined node, compat/targets.py: -Xms256m -Xmx1g G1)",
+        "kafka": "Apache Kafka 4.3.1 (Maven jars, KRaft combined node, compat/targets.py), stock JVM: "
+                 + " ".join(KAFKA_STOCK_JVM),
         "librdkafka_client": rdk,
         "kbroker_commit": commit + ("" if dirty in ("", "?") else " (+ uncommitted changes)"),
         "data_filesystem": fs,

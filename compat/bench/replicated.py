@@ -1,11 +1,13 @@
-"""``python -m compat.bench.replicated``: P3 and P6 of issue 7 on a 3-broker kbroker cluster and a
-3-broker Apache Kafka 4.3.1 cluster, side by side, as kbroker/Kafka ratios.
+"""``python -m compat.bench.replicated``: P3, P6 and P8 on a 3-broker kbroker cluster and a
+3-broker Apache Kafka 4.3.1 cluster (stock JVM), side by side, as kbroker/Kafka ratios.
 
 P3  a topic of 100 partitions, RF 3, min.insync.replicas=2; an idempotent acks=all producer at a
     fixed rate of 1 KiB records with end-to-end latency (consumer receive − creation time carried
     in the value), then a max-throughput produce run (acks=all, large batches) in MB/s
 P6  the same with 1000 partitions, plus the time to create the topic and for every partition to
-    have a leader on every broker, and each node's idle CPU over a window of no traffic
+    have a leader on every broker, each node's idle CPU over a window of no traffic, and the
+    restart of a broker holding every partition's replica until all ISRs are full again
+P8  3 producer processes and a 3-member consumer group over 30 partitions (:mod:`compat.bench.p8`)
 
 Each workload × cluster gets a fresh cluster (``compat.cluster``); runs alternate which cluster
 goes first. The load generator is librdkafka (:mod:`compat.bench.replicated_driver`). Broker
@@ -28,13 +30,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from compat.bench import p8
 from compat.bench.payload import payload_file
 from compat.bench.procstat import ToolError, cpu_seconds, machine, result_line, run_tool, system_busy_seconds
 from compat.bench.workloads import percentile
 from compat.cluster import Cluster, make_cluster
+from compat.targets import KAFKA_STOCK_JVM
 
 HERE = Path(__file__).resolve().parent
-WORKLOADS = ("P3", "P6")
+WORKLOADS = ("P3", "P6", "P8")
 TARGETS = ("kbroker", "kafka")
 PRODUCER = {"acks": "all", "enable.idempotence": True, "compression.type": "none"}
 LATENCY_PRODUCER = {**PRODUCER, "linger.ms": 0}
@@ -47,9 +51,16 @@ class Scale:
 
     p3_partitions: int = 100
     p6_partitions: int = 1000
+    p8_partitions: int = 30
+    p8_rate: float = 6000.0  # records/s over all 3 producers (1 KiB each)
+    p8_seconds: float = 30.0  # timed
+    p8_warmup_seconds: float = 10.0  # untimed, at the same rate, after the group's assignment
     rate: float = 500.0  # records/s for the latency phase
     latency_seconds: float = 30.0  # timed
     warmup_seconds: float = 4.0  # untimed, at the same rate, before the timed records
+    burst: int = 100_000  # untimed records sent as fast as taken before that (steady state first)
+    consumer: str = "process"  # the latency consumer's place: its own process, or "thread" of the producer's
+    stock_jvm: bool = True  # Kafka nodes with the start scripts' JVM settings (else compat/cluster.py's light ones)
     throughput_bytes: int = 128 << 20  # per throughput run
     idle_seconds: float = 30.0  # P6 idle-CPU window
     timeout: float = 300.0  # per client process
@@ -57,10 +68,11 @@ class Scale:
     @classmethod
     def smoke(cls) -> Scale:
         return cls(p3_partitions=10, p6_partitions=20, rate=200.0, latency_seconds=2.0, warmup_seconds=1.0,
-                   throughput_bytes=2 << 20, idle_seconds=2.0, timeout=120.0)
+                   burst=2000, throughput_bytes=2 << 20, idle_seconds=2.0, timeout=120.0, p8_rate=600.0,
+                   p8_seconds=3.0, p8_warmup_seconds=2.0)
 
     def partitions(self, workload: str) -> int:
-        return self.p3_partitions if workload == "P3" else self.p6_partitions
+        return {"P3": self.p3_partitions, "P6": self.p6_partitions, "P8": self.p8_partitions}[workload]
 
 
 def _node_cpu(cluster: Cluster) -> dict[int, float]:
@@ -132,11 +144,44 @@ def create_topic(cluster: Cluster, topic: str, partitions: int, timeout: float) 
         time.sleep(0.05)  # poll interval of a measurement, not a synchronisation
 
 
+def isr_full(cluster: Cluster, topic: str, partitions: int, brokers: list[int]) -> bool:
+    """Whether every broker of ``brokers`` answers Metadata with all ``partitions`` led and ISR = 3."""
+    for broker in brokers:
+        try:
+            meta = cluster.metadata(broker, [topic], timeout=30.0)
+        except OSError:
+            return False
+        parts = [p for t in meta.topics if t.name == topic and t.error_code == 0 for p in t.partitions]
+        if len(parts) != partitions or not all(p.leader_id >= 0 and len(p.isr_nodes) == 3 for p in parts):
+            return False
+    return True
+
+
+def restart_until_isr(cluster: Cluster, topic: str, partitions: int, timeout: float) -> dict[str, Any]:
+    """Stop one broker (SIGTERM: controlled shutdown) holding a replica of every partition, start it
+    again, and time until every partition's ISR holds 3 replicas again on every broker's Metadata."""
+    broker = cluster.broker_ids[-1]
+    started = time.perf_counter()
+    cluster.stop(broker)
+    stopped = time.perf_counter()
+    cluster.start_node(broker)
+    listening = time.perf_counter()
+    deadline = time.monotonic() + timeout
+    while not isr_full(cluster, topic, partitions, cluster.broker_ids):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{cluster.name}: ISR of {topic} not full {timeout:.0f} s after broker {broker} "
+                               "restarted")
+        time.sleep(0.05)  # poll interval of a measurement
+    done = time.perf_counter()
+    return {"broker": broker, "stop_s": round(stopped - started, 2), "listening_s": round(listening - stopped, 2),
+            "isr_full_s": round(done - stopped, 2)}
+
+
 def run_workload(name: str, workload: str, run: int, scale: Scale, root: Path, log: Callable[[str], None]) -> dict:
     """One fresh cluster of ``name``: create the topic, (P6: idle CPU), latency, throughput."""
     workdir = root / f"{name}-{workload}-run{run}"
     shutil.rmtree(workdir, ignore_errors=True)
-    cluster = make_cluster(name, workdir)
+    cluster = make_cluster(name, workdir, stock_jvm=scale.stock_jvm)
     partitions = scale.partitions(workload)
     payload = payload_file(root / "payloads", 1024)
     topic = f"{workload.lower()}-bench"
@@ -150,6 +195,16 @@ def run_workload(name: str, workload: str, run: int, scale: Scale, root: Path, l
         log(f"{name} {workload} run {run}: cluster up in {sample['start_s']} s; {partitions} partitions created in "
             f"{sample['create']['create_s']} s, leaders {sample['create']['leaders_s']} s, "
             f"ISR=3 {sample['create']['isr_full_s']} s")
+        if workload == "P8":
+            meter = Meter(cluster)
+            res = p8.run(cluster.bootstrap, topic, partitions, scale.p8_rate, scale.p8_seconds,
+                         scale.p8_warmup_seconds, timeout=scale.timeout)
+            sample["p8"] = {**res, **meter.done(res["client_cpu_s"])}
+            s = sample["p8"]
+            log(f"  P8 3 producers + 3-member group at {scale.p8_rate:.0f}/s: {s['mb_s']} MB/s, e2e p50 "
+                f"{s['p50_us']} µs p99 {s['p99_us']} µs; brokers {s['broker_cpu_share']:.0%} of a core, "
+                f"clients {s['client_cpu_s'] / s['wall_s']:.0%}, others {s['other_cpu_share']:.0%}")
+            return sample
         if workload == "P6":
             meter = Meter(cluster)
             time.sleep(scale.idle_seconds)  # the measured window of no traffic
@@ -158,8 +213,8 @@ def run_workload(name: str, workload: str, run: int, scale: Scale, root: Path, l
         warmup = max(1, int(scale.rate * scale.warmup_seconds))
         count = int(scale.rate * scale.latency_seconds)
         spec = {"mode": "latency", "bootstrap": cluster.bootstrap, "topic": topic, "partitions": partitions,
-                "rate": scale.rate, "count": count, "warmup": warmup, "payload": str(payload),
-                "config": LATENCY_PRODUCER}
+                "rate": scale.rate, "count": count, "warmup": warmup, "burst": scale.burst, "consumer": scale.consumer,
+                "payload": str(payload), "config": LATENCY_PRODUCER}
         meter = Meter(cluster)
         res, client_cpu = _client(spec, scale.timeout)
         lat = sorted(res.pop("latencies_us"))
@@ -181,6 +236,10 @@ def run_workload(name: str, workload: str, run: int, scale: Scale, root: Path, l
         log(f"  throughput: {s['mb_s']} MB/s, {s['broker_cpu_s_per_gb']} broker CPU-s/GB, brokers "
             f"{s['broker_cpu_share']:.0%} of a core, client {s['client_cpu_s'] / s['wall_s']:.0%}, "
             f"others {s['other_cpu_share']:.0%}")
+        if workload == "P6":
+            sample["restart"] = restart_until_isr(cluster, topic, partitions, scale.timeout)
+            log(f"  restart of broker {sample['restart']['broker']} ({partitions} replicas): stopped in "
+                f"{sample['restart']['stop_s']} s, all ISR=3 again {sample['restart']['isr_full_s']} s after its start")
     except (ToolError, RuntimeError, OSError) as exc:
         sample["error"] = f"{type(exc).__name__}: {exc}"[-4000:]
         log(f"{name} {workload} run {run}: FAILED: {sample['error']}")
@@ -205,6 +264,11 @@ METRICS = [
     ("latency", "broker_cpu_share", "brokers' CPU at fixed rate, cores", True),
     ("throughput", "mb_s", "max produce MB/s", False),
     ("throughput", "broker_cpu_s_per_gb", "brokers' CPU-s/GB", True),
+    ("restart", "isr_full_s", "restart of a broker: all ISR=3 again s", True),
+    ("p8", "mb_s", "produce MB/s (3 producers)", False),
+    ("p8", "p50_us", "e2e p50 µs (3-member group)", True),
+    ("p8", "p99_us", "e2e p99 µs (3-member group)", True),
+    ("p8", "broker_cpu_share", "brokers' CPU, cores", True),
 ]
 
 
@@ -246,7 +310,7 @@ def _brief(error: str) -> str:
 
 def markdown(rows: list[dict[str, Any]], samples: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
-        "# Replicated cluster benchmarks (issue 7: P3, P6) — kbroker vs Apache Kafka 4.3.1",
+        "# Replicated cluster benchmarks (P3, P6, P8) — kbroker vs Apache Kafka 4.3.1",
         "",
         f"`{meta['command']}` — {meta['runs']} run(s), {meta['started']}, {meta['duration_s'] / 60:.1f} min. "
         f"Scale: {meta['scale']}.",
@@ -274,6 +338,11 @@ def markdown(rows: list[dict[str, Any]], samples: list[dict[str, Any]], meta: di
         if "error" in s:
             lines.append(f"{head} failed: {_brief(s['error'])} | | | | | |")
             continue
+        if s["workload"] == "P8":
+            p = s["p8"]
+            lines.append(f"{head} {p['achieved_rate']} | {p['p50_us']} / {p['p99_us']} / {p['max_us']} | – | "
+                         f"{p['mb_s']} | – | {p['other_cpu_share']:.2f} |")
+            continue
         lat, thr = s["latency"], s["throughput"]
         lines.append(f"{head} {lat['achieved_rate']:.0f} | {lat['p50_us']} / {lat['p99_us']} / {lat['max_us']} | "
                      f"{lat['ack_p50_us']} / {lat['ack_p99_us']} | "
@@ -294,6 +363,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-seconds", type=float, help="timed seconds of the latency phase (30)")
     parser.add_argument("--throughput-mib", type=int, help="MiB per throughput run (128)")
     parser.add_argument("--idle-seconds", type=float, help="P6 idle-CPU window (30)")
+    parser.add_argument("--burst", type=int, help="untimed records sent at full speed before the latency phase "
+                        "(100000; smoke 2000; 0 = none)")
+    parser.add_argument("--consumer", choices=("process", "thread"), help="latency consumer in its own process "
+                        "(default) or a thread of the producer's")
+    parser.add_argument("--light-jvm", action="store_true", help="Kafka with compat/cluster.py's test JVM flags "
+                        "(SerialGC, C1 only, small heaps) instead of the stock start-script settings")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="results directory")
     parser.add_argument("--workdir", type=Path, help="where clusters keep their data (a temp dir)")
     parser.add_argument("--render", action="store_true", help="only rewrite replicated.md from replicated.json")
@@ -308,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"rate": args.rate, "latency_seconds": args.latency_seconds, "idle_seconds": args.idle_seconds,
                  "throughput_bytes": args.throughput_mib and args.throughput_mib << 20}
     scale = replace(scale, **{k: v for k, v in overrides.items() if v})
+    if args.burst is not None:
+        scale = replace(scale, burst=args.burst)
+    scale = replace(scale, consumer=args.consumer or scale.consumer, stock_jvm=not args.light_jvm)
     runs = args.runs or (1 if args.smoke else 2)
     workloads = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
@@ -340,8 +418,9 @@ def write(out: Path, samples: list[dict[str, Any]], scale: Scale, runs: int, des
         "command": "python -m compat.bench.replicated " + " ".join(sys.argv[1:] if argv is None else argv),
         "started": started, "duration_s": round(seconds, 1), "runs": runs,
         "scale": ", ".join(f"{k}={v}" for k, v in asdict(scale).items()),
-        "machine": {**desc, "kafka": "Apache Kafka 4.3.1 (Maven jars), compat/cluster.py: brokers -Xmx512m "
-                    "SerialGC C1-only, controller -Xmx256m"},
+        "machine": {**desc, "kafka": "Apache Kafka 4.3.1 (Maven jars), compat/cluster.py, " + (
+            "stock JVM (the start scripts' settings, every node): " + " ".join(KAFKA_STOCK_JVM) if scale.stock_jvm
+            else "light test JVM: brokers -Xmx512m SerialGC C1-only, controller -Xmx256m")},
         "notes": NOTES,
     }
     rows = table(samples)
@@ -357,12 +436,20 @@ NOTES = [
     "Load generator: librdkafka through confluent-kafka (`compat/bench/replicated_driver.py`, one Python "
     "process per phase), records round-robin over all partitions by explicit partition number.",
     f"Latency phase: producer {LATENCY_PRODUCER}; values carry their creation time (CLOCK_MONOTONIC, "
-    "taken just before produce()) and a sequence number; a consumer thread in the same process assign()s "
-    "every partition from offset 0 (no group, no commits: kbroker's cluster mode has no group coordinator "
-    "yet), librdkafka consumer defaults (fetch.wait.max.ms 500). Latency = consumer receive time − creation "
-    "time; the warm-up records (untimed) must all arrive before the timed ones are sent. Every record must "
-    "arrive or the run fails. produce→ack: creation time to the producer's delivery report (acks=all), "
-    "which tells a slow produce path from a slow fetch path.",
+    "taken just before produce()) and a sequence number; a consumer in a process of its own assign()s "
+    "every partition from offset 0 (no group, no commits), librdkafka consumer defaults (fetch.wait.max.ms "
+    "500). Warm-up: a burst of untimed records at full speed through the same producer and consumer, then "
+    "4 s of untimed records at the rate (scale: burst, warmup_seconds); all must arrive before the timed "
+    "ones are sent. Latency = consumer receive time − creation time. Every record must arrive or the run "
+    "fails. produce→ack: creation time to the producer's delivery report (acks=all), which tells a slow "
+    "produce path from a slow fetch path.",
+    "P8: compat/bench/p8.py — 3 producer processes (acks=all, idempotent, linger.ms 5) at a fixed total "
+    "rate, a 3-member consumer group (3 processes, subscribe(), auto commit); timing starts after the "
+    "group's assignment covers every partition and an untimed warm-up at the rate; every timed record "
+    "must arrive.",
+    "P6 restart: SIGTERM (controlled shutdown) of broker 3, which holds a replica of every partition, "
+    "then start it again; the figure is from its start to every partition's ISR holding 3 replicas on "
+    "every broker's Metadata.",
     f"Throughput phase: producer {THROUGHPUT_PRODUCER}, 1 KiB records as fast as they are taken, into the "
     "same topic after the latency phase; MB = 10^6 bytes of record values.",
     "P6 idle CPU: per node CPU-seconds over the idle window right after every partition's ISR holds 3 "

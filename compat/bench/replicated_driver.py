@@ -4,12 +4,16 @@
 Unlike :mod:`compat.bench.rdk_driver` (one partition), every mode spreads records round-robin
 over all ``partitions`` of ``topic``:
 
-- ``latency``: a producer thread sends at a fixed ``rate`` (``warmup`` untimed records, then
-  ``count`` timed ones); each value starts with its creation time (``time.monotonic_ns()``, just
-  before ``produce()``) and a sequence number. A consumer thread ``assign()``s every partition
-  from offset 0 (no group membership, no commits: kbroker's cluster mode has no group
-  coordinator yet) and records receive time − creation time. Timing starts only once the
-  consumer has received every warm-up record, so each fetch session is established first.
+- ``latency``: the producer first sends a ``burst`` of untimed records as fast as it can (both
+  brokers reach steady state: JIT-compiled code paths, page cache, connections and fetch sessions
+  of this producer and consumer), then ``warmup`` untimed records at a fixed ``rate``, then
+  ``count`` timed ones at that rate; each value starts with its creation time
+  (``time.monotonic_ns()``, just before ``produce()``) and a sequence number. A consumer in its
+  own process (``receive`` mode; ``consumer: "thread"`` puts it in a thread of the producer's
+  process instead, as this benchmark did before) ``assign()``s every partition from offset 0
+  (no group membership, no commits) and records receive time − creation time (CLOCK_MONOTONIC
+  is one clock for the machine). Timing starts only once the consumer has received every
+  untimed record.
 - ``produce``: ``count`` records as fast as the producer takes them; seconds from the first
   ``produce()`` to the end of ``flush()``.
 
@@ -19,7 +23,9 @@ Producer settings come from ``config`` (the runner passes acks=all, idempotence 
 from __future__ import annotations
 
 import json
+import queue
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -58,9 +64,9 @@ def _producer(spec: dict[str, Any], failures: list[KafkaError]) -> Producer:
 class Receiver(threading.Thread):
     """Consumes every partition from offset 0 and keeps one latency per sequence number."""
 
-    def __init__(self, spec: dict[str, Any], total: int) -> None:
+    def __init__(self, spec: dict[str, Any], total: int, untimed: int) -> None:
         super().__init__(daemon=True)
-        self.total = total
+        self.total, self.untimed = total, untimed
         self.latency_ns: list[int | None] = [None] * total
         self.received = self.duplicates = 0
         self.errors: list[str] = []
@@ -105,11 +111,79 @@ class Receiver(threading.Thread):
             return self.progress.wait_for(lambda: self.received >= received or self.done.is_set(),
                                           max(0.0, deadline - time.monotonic()))
 
+    def wait_untimed(self, deadline: float) -> bool:
+        return self.wait_for(self.untimed, deadline)
+
+    def finish(self, deadline: float) -> dict[str, Any]:
+        """Wait for every record (or the deadline); the timed records' latencies in µs and counts."""
+        self.wait_for(self.total, deadline)
+        self.stopping.set()
+        self.join(10)
+        self.consumer.close()
+        return {"latencies_us": [ns // 1000 for ns in self.latency_ns[self.untimed:] if ns is not None],
+                "received": self.received, "duplicates": self.duplicates, "errors": self.errors[:3]}
+
+
+class ReceiverProcess:
+    """A ``Receiver`` in a process of its own (``receive`` mode), so the consumer shares no
+    interpreter lock with the producer; it says ``UNTIMED`` once it has every untimed record."""
+
+    def __init__(self, spec: dict[str, Any], total: int, untimed: int) -> None:
+        child = {**spec, "mode": "receive", "total": total, "untimed": untimed}
+        self.proc = subprocess.Popen([sys.executable, "-m", "compat.bench.replicated_driver", json.dumps(child)],
+                                     stdout=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.strip())
+        self.lines.put("EOF")
+
+    def _line(self, prefix: str, deadline: float) -> str | None:
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.001, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if line.startswith(prefix):
+                return line
+            if line == "EOF":
+                return None
+
+    def start(self) -> None:
+        """Running from construction; here for the Receiver's interface."""
+
+    def wait_untimed(self, deadline: float) -> bool:
+        return self._line("UNTIMED", deadline) is not None
+
+    def finish(self, deadline: float) -> dict[str, Any]:
+        line = self._line("RESULT ", deadline)
+        if line is None:
+            self.proc.kill()
+            self.proc.wait()
+            return {"latencies_us": [], "received": 0, "duplicates": 0, "errors": ["consumer process gave no result"]}
+        self.proc.wait(30)
+        result: dict[str, Any] = json.loads(line.removeprefix("RESULT "))
+        return result
+
+
+def receive(spec: dict[str, Any]) -> dict[str, Any]:
+    """``receive`` mode: the consumer side of ``latency`` in its own process."""
+    receiver = Receiver(spec, int(spec["total"]), int(spec["untimed"]))
+    deadline = time.monotonic() + float(spec.get("timeout", 600))
+    receiver.start()
+    if receiver.wait_untimed(deadline):
+        print("UNTIMED", flush=True)
+    return receiver.finish(deadline)
+
 
 def latency(spec: dict[str, Any]) -> dict[str, Any]:
     values = read_values(Path(spec["payload"]))
     topic, partitions, rate = spec["topic"], int(spec["partitions"]), float(spec["rate"])
-    count, warmup = int(spec["count"]), int(spec["warmup"])
+    count, warmup, burst = int(spec["count"]), int(spec["warmup"]), int(spec.get("burst", 0))
+    untimed = burst + warmup
     # one deadline for the whole phase, so a stalled cluster fails here with the counts below
     # rather than being killed by the runner's timeout without them
     deadline = time.monotonic() + float(spec.get("timeout", 600))
@@ -121,51 +195,53 @@ def latency(spec: dict[str, Any]) -> dict[str, Any]:
             failures.append(err)
             return
         created, seq = HEAD.unpack_from(msg.value())
-        if seq >= warmup:
+        if seq >= untimed:
             acked_ns.append(time.monotonic_ns() - created)
 
     producer = _producer({**spec, "config": {**spec["config"], "delivery.report.only.error": False}}, failures)
-    receiver = Receiver(spec, count + warmup)
+    kind = Receiver if spec.get("consumer", "process") == "thread" else ReceiverProcess
+    receiver = kind(spec, untimed + count, untimed)
     receiver.start()
     interval_ns = int(1e9 / rate)
 
-    def send(first: int, last: int) -> tuple[float, int]:
-        """Records first..last-1 at the fixed rate; returns (seconds, worst lateness in ns)."""
+    def send(first: int, last: int, paced: bool) -> tuple[float, int]:
+        """Records first..last-1, at the fixed rate if ``paced``; returns (seconds, worst lateness in ns)."""
         start = next_send = time.monotonic_ns()
         worst_late = 0
         for seq in range(first, last):
             now = time.monotonic_ns()
-            while now < next_send:  # poll() serves delivery reports and may return before the timeout
+            while paced and now < next_send:  # poll() serves delivery reports and may return before the timeout
                 producer.poll((next_send - now) / 1e9)
                 now = time.monotonic_ns()
             worst_late = max(worst_late, now - next_send)
-            value = values[seq % len(values)]
-            producer.produce(topic, HEAD.pack(time.monotonic_ns(), seq) + value[HEAD.size:], partition=seq % partitions,
-                             on_delivery=on_ack)
+            value = HEAD.pack(time.monotonic_ns(), seq) + values[seq % len(values)][HEAD.size:]
+            while True:
+                try:
+                    producer.produce(topic, value, partition=seq % partitions, on_delivery=on_ack)
+                    break
+                except BufferError:  # the burst filled the local queue: let the producer drain it
+                    producer.poll(0.05)
             next_send += interval_ns
         return (time.monotonic_ns() - start) / 1e9, worst_late
 
-    send(0, warmup)
+    send(0, burst, paced=False)
+    send(burst, untimed, paced=True)
     left = producer.flush(max(0.0, deadline - time.monotonic()))
-    if not receiver.wait_for(warmup, deadline):
-        _fail(f"latency: {left} warm-up records unacknowledged, {len(failures)} failed {failures[:1]}; consumer "
-              f"received {receiver.received} of {warmup} warm-up records; consumer errors {receiver.errors[:3]}")
-    seconds, worst_late = send(warmup, warmup + count)
+    if not receiver.wait_untimed(deadline):
+        _fail(f"latency: {left} untimed records unacknowledged, {len(failures)} failed {failures[:1]}; consumer "
+              f"did not receive all {untimed} untimed records in time")
+    seconds, worst_late = send(untimed, untimed + count, paced=True)
     remaining = producer.flush(max(0.0, deadline - time.monotonic()))
-    complete = receiver.wait_for(warmup + count, deadline)
-    receiver.stopping.set()
-    receiver.join(10)
-    receiver.consumer.close()
-    if remaining or failures or not complete:
+    got = receiver.finish(deadline)
+    if remaining or failures or got["received"] < untimed + count:
         _fail(f"latency: {remaining} unacknowledged, {len(failures)} failed {failures[:1]}, received "
-              f"{receiver.received} of {warmup + count}; consumer errors {receiver.errors[:3]}")
-    timed = [ns // 1000 for ns in receiver.latency_ns[warmup:] if ns is not None]
+              f"{got['received']} of {untimed + count}; consumer errors {got['errors']}")
     acked = sorted(ns // 1000 for ns in acked_ns)
     return {"records": count, "bytes": count * len(values[0]), "send_seconds": seconds,
             "achieved_rate": count / seconds, "worst_send_lateness_ms": worst_late / 1e6,
-            "received": len(timed), "duplicates": receiver.duplicates, "latencies_us": timed,
-            "ack_p50_us": acked[len(acked) // 2], "ack_p99_us": acked[(len(acked) * 99 - 1) // 100],
-            "ack_max_us": acked[-1]}
+            "received": len(got["latencies_us"]), "duplicates": got["duplicates"],
+            "latencies_us": got["latencies_us"], "ack_p50_us": acked[len(acked) // 2],
+            "ack_p99_us": acked[(len(acked) * 99 - 1) // 100], "ack_max_us": acked[-1]}
 
 
 def produce(spec: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +268,7 @@ def produce(spec: dict[str, Any]) -> dict[str, Any]:
     return {"records": count, "bytes": total, "seconds": seconds}
 
 
-MODES = {"latency": latency, "produce": produce}
+MODES = {"latency": latency, "produce": produce, "receive": receive}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,9 +113,9 @@ def percentile(ordered: list[int], pct: float) -> int:
 
 
 def make_target(name: str, workdir: Path) -> Target:
-    """A not yet started broker of kind ``name`` (``kbroker`` or ``kafka``, the Maven jars)."""
+    """A not yet started broker of kind ``name`` (``kbroker`` or ``kafka``, the Maven jars, stock JVM)."""
     if name == "kafka":
-        return KafkaTarget(workdir)
+        return KafkaTarget(workdir, stock=True)
     if name == "kbroker":
         return KbrokerTarget(workdir)
     raise ValueError(f"unknown target {name!r}")
