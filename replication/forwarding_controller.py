@@ -39,7 +39,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from .loop_turns import LoopTurns
-from .quorum.metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from .quorum.metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, ImageChanges, MetadataImage
 from .quorum.partition_registration import PartitionRegistration
 from .quorum.topic_rules import TopicInfo, check_replica_lists, validate_topic_name
 from .replica_manager import ReplicaManager
@@ -82,8 +82,10 @@ class ForwardingController:
         self.topics[info.name] = info
         self.topics_by_id[info.topic_id] = info
 
-    async def sync_from_image(self, image: MetadataImage) -> None:
-        """Bring the catalogue and this broker's replicas in line with ``image``.
+    async def sync_from_image(self, image: MetadataImage, changes: ImageChanges | None = None) -> None:
+        """Bring the catalogue and this broker's replicas in line with ``image``: what ``changes``
+        names (the records applied since the last call), or everything when it is None (the first
+        image, a snapshot's). A change to one partition of a thousand touches that one.
 
         Creating a replica's log touches the disk (about a millisecond each); the work shares the
         event loop (LoopTurns), so a thousand new partitions do not stall heartbeats or fetches.
@@ -96,19 +98,16 @@ class ForwardingController:
         self.broker_configs = dict(own)
         if cluster_changed:
             self._log_configs.clear()
-        live_names = set(image.topics)
-        for name in list(self.topics):
-            if name not in live_names:
-                info = self.topics.pop(name)
-                self.topics_by_id.pop(info.topic_id, None)
-                for index in range(info.partitions):
-                    self._tell_leadership(name, index, self._applied.pop((name, index), None), None)
-                    if (name, index) in self.replica_manager.partitions or self.replica_manager.log_manager.get(
-                            name, index) is not None:
-                        self.replica_manager.remove_partition(name, index)
-                        await turns.maybe_yield()
-                log.info("topic %s deleted", name)
-        for name, topic in image.topics.items():
+        if changes is None or cluster_changed:  # every topic's resolved configs may have changed
+            names = sorted(set(self.topics) | set(image.topics))
+        else:
+            names = sorted(changes.topics)
+        for name in names:
+            topic = image.topics.get(name)
+            if topic is None:
+                if name in self.topics:
+                    await self._remove_topic(name, turns)
+                continue
             rf = len(topic.partitions[0].replicas) if topic.partitions else 0
             known = self.topics.get(name)
             # Logs loaded at start-up got default configs (the catalogue was empty then).
@@ -121,15 +120,33 @@ class ForwardingController:
                 self._log_configs.pop(name, None)
                 self.replica_manager.log_manager.reconfigure(name)
         self._wake_waiters()  # the catalogue is current: CreateTopics & co. may answer
-        for name, topic in image.topics.items():
-            for index, reg in topic.partitions.items():
-                before = self._applied.get((name, index))
-                if before != reg:
-                    self._applied[(name, index)] = reg
-                    self.replica_manager.apply_partition(name, index, topic.topic_id, reg)
-                    self._tell_leadership(name, index, before, reg)
-                    await turns.maybe_yield()
+        if changes is None:
+            touched = [(name, index) for name, topic in image.topics.items() for index in topic.partitions]
+        else:
+            touched = sorted(changes.partitions)
+        for name, index in touched:
+            topic = image.topics.get(name)
+            reg = None if topic is None else topic.partitions.get(index)
+            before = self._applied.get((name, index))
+            if reg is not None and before != reg:
+                assert topic is not None
+                self._applied[(name, index)] = reg
+                self.replica_manager.apply_partition(name, index, topic.topic_id, reg)
+                self._tell_leadership(name, index, before, reg)
+                await turns.maybe_yield()
         self._wake_waiters()
+
+    async def _remove_topic(self, name: str, turns: LoopTurns) -> None:
+        """A topic the image no longer has: out of the catalogue, its replicas here deleted."""
+        info = self.topics.pop(name)
+        self.topics_by_id.pop(info.topic_id, None)
+        for index in range(info.partitions):
+            self._tell_leadership(name, index, self._applied.pop((name, index), None), None)
+            if (name, index) in self.replica_manager.partitions or self.replica_manager.log_manager.get(
+                    name, index) is not None:
+                self.replica_manager.remove_partition(name, index)
+                await turns.maybe_yield()
+        log.info("topic %s deleted", name)
 
     def _replicas_made(self, name: str) -> bool:
         """Whether this broker has applied every registration of the topic (its replicas here

@@ -145,6 +145,9 @@ class BrokerLifecycleManager:
         self._stopped = False
         self._tasks: list[asyncio.Task[None]] = []
         self._published = False  # the image has reached the catalogue and replicas (see _publish)
+        # The next publish hands over the whole image, not its changes: the first one, and one
+        # after a snapshot replaced the image.
+        self._whole_image = True
         self._publishing = asyncio.Lock()
 
     async def start(self) -> None:
@@ -445,6 +448,7 @@ class BrokerLifecycleManager:
     async def _load_snapshot(self, payloads: list[bytes], end_offset: int) -> None:
         """Replace the image by a snapshot's (what it no longer lists, the catalogue drops too)."""
         self.image = image_from_snapshot(payloads, end_offset)
+        self._whole_image = True
         self.next_metadata_offset = end_offset
         log.info("metadata snapshot loaded: %d records, up to offset %d", len(payloads), end_offset)
         await self._after_replay(applied=True)
@@ -523,7 +527,9 @@ class BrokerLifecycleManager:
             self._published = applied = True
         if applied:
             async with self._publishing:  # start() and the replay loop may both get here
-                await self.broker.controller.sync_from_image(self.image)
+                changes = self.image.take_changes()
+                whole, self._whole_image = self._whole_image, False
+                await self.broker.controller.sync_from_image(self.image, None if whole else changes)
 
     # --- requests for the replication layer ------------------------------------------------
 

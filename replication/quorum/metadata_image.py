@@ -57,6 +57,17 @@ GROUP_RESOURCE = 32
 
 
 @dataclass(slots=True)
+class ImageChanges:
+    """What the records applied since the image's changes were last taken touched (Kafka's
+    MetadataDelta, reduced to what a broker's catalogue and replicas act on; dynamic broker configs
+    are compared whole, being few), so applying a change costs what it touched, not what the
+    image holds."""
+
+    topics: set[str] = field(default_factory=set)  # created, removed, new partitions, or topic configs changed
+    partitions: set[tuple[str, int]] = field(default_factory=set)  # a new PartitionRecord
+
+
+@dataclass(slots=True)
 class BrokerRegistration:
     broker_id: int
     broker_epoch: int
@@ -116,6 +127,13 @@ class MetadataImage:
         self.acls: dict[uuid.UUID, AccessControlEntryRecord] = {}
         self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = {}
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        # Recorded only where a publisher takes them (a broker's image; the controller's keeps none).
+        self.changes: ImageChanges | None = None
+
+    def take_changes(self) -> ImageChanges:
+        """The changes recorded since the last call; from now on changes are recorded afresh."""
+        taken, self.changes = self.changes or ImageChanges(), ImageChanges()
+        return taken
 
     def apply(self, offset: int, record: MetadataRecord) -> None:
         match record:
@@ -134,12 +152,21 @@ class MetadataImage:
                 topic = TopicImage(record.name, record.topic_id)
                 self.topics[topic.name] = topic
                 self.topics_by_id[topic.topic_id] = topic
+                if self.changes is not None:
+                    self.changes.topics.add(topic.name)
             case PartitionRecord():
-                self.topics_by_id[record.topic_id].partitions[record.partition] = record.registration()
+                owner = self.topics_by_id[record.topic_id]
+                if self.changes is not None:
+                    self.changes.partitions.add((owner.name, record.partition))
+                    if record.partition not in owner.partitions:
+                        self.changes.topics.add(owner.name)  # its partition count grows
+                owner.partitions[record.partition] = record.registration()
             case RemoveTopicRecord():
                 removed = self.topics_by_id.pop(record.topic_id, None)
                 if removed is not None:
                     del self.topics[removed.name]
+                    if self.changes is not None:
+                        self.changes.topics.add(removed.name)
             case ConfigRecord():
                 self._apply_config(record)
             case ProducerIdsRecord():
@@ -181,6 +208,8 @@ class MetadataImage:
             if topic is None:
                 return
             target = topic.configs
+            if self.changes is not None:
+                self.changes.topics.add(topic.name)
         elif record.resource_type != BROKER_RESOURCE:
             key = (record.resource_type, record.resource_name)
             target = self.resource_configs.setdefault(key, {})
