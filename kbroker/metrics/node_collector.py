@@ -16,7 +16,7 @@ are not seen; the counters only grow.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -24,9 +24,18 @@ from prometheus_client.registry import Collector
 from kbroker.metrics.topic_metrics import BROKER_TOPIC_METRICS, BrokerTopicMetrics
 
 if TYPE_CHECKING:
-    from kbroker.http.app import NodeServices
     from kbroker.node.broker import Broker
     from kbroker.node.controller_node import ControllerNode
+
+
+class NodeRoles(Protocol):
+    """The node's roles as they are built (kbroker.http.app.NodeServices): either may be absent."""
+
+    @property
+    def broker(self) -> Broker | None: ...
+
+    @property
+    def controller(self) -> ControllerNode | None: ...
 
 
 def _counter(name: str, doc: str, values: dict[str, int]) -> CounterMetricFamily:
@@ -40,7 +49,7 @@ def _counter(name: str, doc: str, values: dict[str, int]) -> CounterMetricFamily
 
 
 class NodeCollector(Collector):
-    def __init__(self, services: NodeServices, topics: BrokerTopicMetrics = BROKER_TOPIC_METRICS) -> None:
+    def __init__(self, services: NodeRoles, topics: BrokerTopicMetrics = BROKER_TOPIC_METRICS) -> None:
         self.services = services
         self.topics = topics
         # What the last scrape saw, to count changes: (topic, partition) -> ISR / (leader, ISR)

@@ -3,8 +3,6 @@ once per process when an HTTP listener is configured, and the hook the Dispatche
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from prometheus_client import (
     CollectorRegistry,
     GCCollector,
@@ -16,15 +14,12 @@ from prometheus_client import (
 
 from kbroker.metrics.client_telemetry import CLIENT_TELEMETRY, TelemetryCollector
 from kbroker.metrics.event_loop_lag import EventLoopLag
-from kbroker.metrics.node_collector import NodeCollector
+from kbroker.metrics.node_collector import NodeCollector, NodeRoles
 from kbroker.metrics.request_metrics import RequestMetrics
-
-if TYPE_CHECKING:
-    from kbroker.http.app import NodeServices
 
 
 class NodeMetrics:
-    def __init__(self, services: NodeServices) -> None:
+    def __init__(self, services: NodeRoles) -> None:
         # No ``_created`` series: Kafka's JMX metrics have none, and they double the families.
         disable_created_metrics()
         self.registry = CollectorRegistry()
