@@ -169,6 +169,15 @@ def test_one_request_at_a_time_and_reading_paused_while_pipelined_ones_wait(run:
     run(scenario)
 
 
+def test_responses_to_requests_handled_in_one_turn_leave_in_one_write_in_order(run: Run) -> None:
+    async def scenario(connection: KafkaConnection, transport: FakeTransport, dispatcher: FakeDispatcher) -> None:
+        assert feed(connection, transport, frame(b"one") + frame(b"two") + frame(b"three")) == b""
+        await settle()
+        assert transport.written == [frame(b"one") + frame(b"two") + frame(b"three")] and transport.reading
+
+    run(scenario)
+
+
 def test_an_exhausted_pool_mutes_the_connection_until_memory_is_released(run: Run) -> None:
     settings = SocketServerSettings(socket_request_max_bytes=1000, queued_max_request_bytes=1000)
 
