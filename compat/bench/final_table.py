@@ -29,10 +29,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 # (single-node flags, replicated flags) at full and smoke size
-FULL = (["--workloads", "P2,P4,P7", "--drivers", "rdk", "--produce-mib", "256", "--p2-records", "500000",
-         "--backlog-gib", "0.5", "--no-plot"],
-        ["--workloads", "P3,P6,P8", "--latency-seconds", "15", "--burst", "50000", "--throughput-mib", "32",
-         "--idle-seconds", "10"])
+FULL = (["--workloads", "P2,P4,P7", "--drivers", "rdk", "--produce-mib", "128", "--p2-records", "300000",
+         "--backlog-gib", "0.25", "--no-plot", "--no-limits"],
+        ["--workloads", "P3,P6,P8", "--latency-seconds", "10", "--burst", "30000", "--throughput-mib", "32",
+         "--idle-seconds", "10", "--p8-seconds", "15"])
 SMOKE = (["--workloads", "P2,P4,P7", "--drivers", "rdk", "--smoke", "--no-plot", "--no-limits"],
          ["--workloads", "P3,P6,P8", "--smoke"])
 
