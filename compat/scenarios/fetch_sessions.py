@@ -3,10 +3,11 @@ kbroker: the same clients, the same steps, the Fetch session ids and epochs reco
 
 Each broker runs behind a ``WireTap`` it advertises (advertised.listeners), one broker at a time,
 Kafka first. On a 3-partition topic holding 20 records per partition, Kafka's console consumer
-(Java client, ``--partition 0``) and a confluent-kafka (librdkafka) consumer assigned all three
-partitions read everything and then idle for ``IDLE_S`` seconds with fetch.wait.max.ms 200, so
-each sends a run of fetches after its first. Printed: each client's session steps
-(``wire_tap.session_pattern``) on both brokers and whether they are the same.
+(Java client, ``--partition 0``), a confluent-kafka (librdkafka) consumer and a kafka-python
+consumer (Fetch v12: sessions keyed by topic name), both assigned all three partitions, read
+everything and then idle for ``IDLE_S`` seconds with fetch.wait.max.ms 200, so each sends a run
+of fetches after its first. Printed: each client's session steps (``wire_tap.session_pattern``)
+on both brokers and whether they are the same.
 
     python -m compat.scenarios.fetch_sessions
 
@@ -25,6 +26,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
 
 from compat.deps import kafka_classpath
 from compat.targets import KafkaTarget, KbrokerTarget, Target, free_port
@@ -37,6 +40,8 @@ IDLE_S = 3.0
 FETCH_WAIT_MS = "200"
 JAVA_CLIENT_ID = "java-console-consumer"
 CONFLUENT_CLIENT_ID = "confluent-consumer"
+KAFKA_PYTHON_CLIENT_ID = "kafka-python-consumer"
+CLIENTS = (JAVA_CLIENT_ID, CONFLUENT_CLIENT_ID, KAFKA_PYTHON_CLIENT_ID)
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
@@ -97,6 +102,27 @@ def confluent_consumer(bootstrap: str) -> int:
     return got
 
 
+def kafka_python_consumer(bootstrap: str) -> int:
+    """kafka-python (Fetch v12, topics by name) reads all three partitions, then polls for IDLE_S;
+    returns how many records it read."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=KAFKA_PYTHON_CLIENT_ID,
+                             fetch_max_wait_ms=int(FETCH_WAIT_MS), enable_auto_commit=False)
+    try:
+        consumer.assign([KafkaTopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+        consumer.seek_to_beginning()
+        wanted = PARTITIONS * RECORDS_PER_PARTITION
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < wanted and time.monotonic() < deadline:
+            got += sum(len(records) for records in consumer.poll(500).values())
+        idle_until = time.monotonic() + IDLE_S
+        while time.monotonic() < idle_until:
+            consumer.poll(200)
+    finally:
+        consumer.close()
+    return got
+
+
 def observe(make_target: Callable[[Path, dict[str, str]], Target], workdir: Path) -> dict[str, list[FetchExchange]]:
     """Run both clients against one broker behind a tap; their Fetch exchanges by client."""
     tap_port = free_port()
@@ -109,7 +135,8 @@ def observe(make_target: Callable[[Path, dict[str, str]], Target], workdir: Path
         fill(bootstrap)
         java_console_consumer(bootstrap)
         confluent_consumer(bootstrap)
-        return {client: tap.fetches(client) for client in (JAVA_CLIENT_ID, CONFLUENT_CLIENT_ID)}
+        kafka_python_consumer(bootstrap)
+        return {client: tap.fetches(client) for client in CLIENTS}
     finally:
         target.close()
         tap.close()
@@ -125,7 +152,7 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     same = True
-    for client in (JAVA_CLIENT_ID, CONFLUENT_CLIENT_ID):
+    for client in CLIENTS:
         patterns = {broker: session_pattern(by_client[client]) for broker, by_client in seen.items()}
         for broker, by_client in seen.items():
             fetches = by_client[client]

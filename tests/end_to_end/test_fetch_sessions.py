@@ -1,8 +1,8 @@
 """Consumers and fetch sessions (KIP-227) against kbroker, seen on the wire through a tap the
 broker advertises: Kafka's Java consumer opens a session and then fetches incrementally (epochs
 1, 2, 3, ... naming only what moved) and closes it at exit; librdkafka, which does not implement
-KIP-227, stays sessionless. Both read every record. ``compat.scenarios.fetch_sessions`` shows
-the same steps for both clients against Apache Kafka 4.3.1."""
+KIP-227, stays sessionless; kafka-python's sessions name topics (Fetch v12). All read every
+record. ``compat.scenarios.fetch_sessions`` shows the same steps against Apache Kafka 4.3.1."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from compat.deps import DepsError, kafka_classpath
 from compat.scenarios.fetch_sessions import (
     CONFLUENT_CLIENT_ID,
     JAVA_CLIENT_ID,
+    KAFKA_PYTHON_CLIENT_ID,
     PARTITIONS,
     RECORDS_PER_PARTITION,
     confluent_consumer,
     fill,
     java_console_consumer,
+    kafka_python_consumer,
 )
 from compat.targets import free_port
 from compat.wire_tap import WireTap, session_pattern
@@ -41,6 +43,7 @@ def test_java_consumer_fetches_incrementally_and_librdkafka_sessionless() -> Non
             fill(bootstrap)
             assert java_console_consumer(bootstrap) == RECORDS_PER_PARTITION
             assert confluent_consumer(bootstrap) == PARTITIONS * RECORDS_PER_PARTITION
+            assert kafka_python_consumer(bootstrap) == PARTITIONS * RECORDS_PER_PARTITION
         finally:
             tap.close()
     java = tap.fetches(JAVA_CLIENT_ID)
@@ -51,3 +54,7 @@ def test_java_consumer_fetches_incrementally_and_librdkafka_sessionless() -> Non
     assert all(e.answered_session_id == e.session_id for e in incremental)
     assert max(e.partitions_named for e in incremental) <= 1  # only the moved partition, when it moved
     assert session_pattern(tap.fetches(CONFLUENT_CLIENT_ID)) == ["sessionless"]
+    # kafka-python's sessions name topics (Fetch v12): the same steps; it closes no session at exit.
+    by_name = tap.fetches(KAFKA_PYTHON_CLIENT_ID)
+    assert {e.version for e in by_name} == {12}
+    assert session_pattern(by_name)[:2] == ["full+open -> id", "incremental"]
