@@ -22,20 +22,15 @@ import pytest
 
 from kbroker.testing.local import HOST, LocalCluster, free_port
 
-webdriver = pytest.importorskip("selenium.webdriver")
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
+pytest.importorskip("selenium")
 
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                                reason="needs Debian's chromium and chromium-driver")
+from tests.browser.console_pages import PAGE_TIMEOUT_S, click_link, open_page, rows_of, screenshot  # noqa: E402
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 TOPIC, GROUP, RECORDS, COMMITTED, PARTITION = "orders", "billing", 10, 6, 1
-PAGE_TIMEOUT_S = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -53,23 +48,6 @@ def cluster() -> Iterator[tuple[LocalCluster, dict[int, str]]]:
     finally:
         cluster.close()
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    profile = tempfile.mkdtemp(prefix="kbroker-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,900"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _produce_and_commit(cluster: LocalCluster) -> object:
@@ -99,100 +77,75 @@ def _coordinator(cluster: LocalCluster) -> int:
     return int(description.coordinator.id)
 
 
-def _open(driver: object, url: str) -> None:
-    """Load the console at ``url`` and wait until its view has rendered."""
-    driver.get(url)
-    wanted = url.split("#", 1)[1] if "#" in url else ""
-    WebDriverWait(driver, PAGE_TIMEOUT_S).until(
-        lambda d: d.find_element(By.ID, "main").get_attribute("data-loaded") == (f"#{wanted}" if wanted else ""))
-
-
-def _click(driver: object, text: str, loaded: str) -> None:
-    driver.find_element(By.LINK_TEXT, text).click()
-    WebDriverWait(driver, PAGE_TIMEOUT_S).until(
-        lambda d: d.find_element(By.ID, "main").get_attribute("data-loaded") == loaded)
-
-
-def _rows(driver: object, table: str) -> list[list[str]]:
-    return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
-            for row in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")]
-
-
-def _shot(driver: object, page: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    assert driver.save_screenshot(str(SCREENSHOTS / f"{page}.png"))
-
-
 def test_console_pages(cluster: tuple[LocalCluster, dict[int, str]], browser: object) -> None:
     nodes, consoles = cluster
     producer = _produce_and_commit(nodes)
     leader = nodes.leader(TOPIC, PARTITION)
     console = consoles[leader]
 
-    _open(browser, f"{console}/#/brokers")
-    brokers = _rows(browser, "brokers-table")
+    open_page(browser, f"{console}/#/brokers")
+    brokers = rows_of(browser, "brokers-table")
     assert [(row[0], row[2]) for row in brokers] == [("1", "unfenced"), ("2", "unfenced"), ("3", "unfenced")]
-    _shot(browser, "brokers")
+    screenshot(browser, "brokers")
 
-    _open(browser, f"{console}/#/topics")
-    topics = {row[0]: row for row in _rows(browser, "topics-table")}
+    open_page(browser, f"{console}/#/topics")
+    topics = {row[0]: row for row in rows_of(browser, "topics-table")}
     assert topics[TOPIC][1:3] == ["3", "3"]  # partitions, replication factor
     assert topics[TOPIC][5] == str(RECORDS)
-    _shot(browser, "topics")
+    screenshot(browser, "topics")
 
-    _click(browser, TOPIC, f"#/topic/{TOPIC}")
-    partitions = {row[0]: row for row in _rows(browser, "partitions-table")}
+    click_link(browser, TOPIC, f"#/topic/{TOPIC}")
+    partitions = {row[0]: row for row in rows_of(browser, "partitions-table")}
     assert partitions[str(PARTITION)][1] == str(leader)
     assert partitions[str(PARTITION)][7:9] == [str(RECORDS), str(RECORDS)]  # HW, LEO
     assert partitions["0"][7] == "0"
-    _shot(browser, "topic")
+    screenshot(browser, "topic")
 
-    _click(browser, str(PARTITION), f"#/partition/{TOPIC}/{PARTITION}")
-    messages = _rows(browser, "messages-table")
+    click_link(browser, str(PARTITION), f"#/partition/{TOPIC}/{PARTITION}")
+    messages = rows_of(browser, "messages-table")
     assert [row[0] for row in messages] == [str(n) for n in range(RECORDS)]
     assert [json.loads(row[3]) for row in messages] == [{"n": n} for n in range(RECORDS)]
     assert [row[2] for row in messages] == [f"k{n}" for n in range(RECORDS)]
     assert all(row[4] == "source=browser-test" for row in messages)
-    timeline = _rows(browser, "timeline-table")
+    timeline = rows_of(browser, "timeline-table")
     assert timeline[0][2].startswith("created, leader")
-    _shot(browser, "partition")
+    screenshot(browser, "partition")
 
     # From offset 7 shown as hex, read_committed (no transactions: the same records).
-    _open(browser, f"{console}/#/partition/{TOPIC}/{PARTITION}?offset=7&format=hex&isolation=read_committed")
-    hex_rows = _rows(browser, "messages-table")
+    open_page(browser, f"{console}/#/partition/{TOPIC}/{PARTITION}?offset=7&format=hex&isolation=read_committed")
+    hex_rows = rows_of(browser, "messages-table")
     assert [row[0] for row in hex_rows] == ["7", "8", "9"]
     assert hex_rows[0][3] == " ".join(f"{b:02x}" for b in json.dumps({"n": 7}).encode())
-    _shot(browser, "messages-hex")
+    screenshot(browser, "messages-hex")
 
     coordinator_console = consoles[_coordinator(nodes)]
-    _open(browser, f"{coordinator_console}/#/groups")
-    groups = {row[0]: row for row in _rows(browser, "groups-table")}
+    open_page(browser, f"{coordinator_console}/#/groups")
+    groups = {row[0]: row for row in rows_of(browser, "groups-table")}
     assert groups[GROUP][4] == str(RECORDS - COMMITTED)
-    _shot(browser, "groups")
+    screenshot(browser, "groups")
 
-    _click(browser, GROUP, f"#/group/{GROUP}")
-    lag = _rows(browser, "lag-table")
+    click_link(browser, GROUP, f"#/group/{GROUP}")
+    lag = rows_of(browser, "lag-table")
     assert lag == [[TOPIC, str(PARTITION), str(COMMITTED), str(RECORDS), str(RECORDS - COMMITTED)]]
-    _shot(browser, "group")
+    screenshot(browser, "group")
 
-    _open(browser, f"{console}/#/throughput")
-    # Records produced while the page samples show up as a rate on the topic's row.
+    open_page(browser, f"{console}/#/throughput")
+    # Records produced while the page samples (each second) show up as a rate on the topic's row.
     deadline = time.monotonic() + PAGE_TIMEOUT_S
     while time.monotonic() < deadline:
         producer.produce(TOPIC, value=b"tick", partition=PARTITION)
         producer.flush(10)
-        rows = {row[0]: row for row in _rows(browser, "throughput-table")}
+        rows = {row[0]: row for row in rows_of(browser, "throughput-table")}
         if TOPIC in rows and float(rows[TOPIC][2]) > 0:
             break
-        WebDriverWait(browser, 2).until(lambda d: True)
     assert float(rows[TOPIC][2]) > 0
-    _shot(browser, "throughput")
+    screenshot(browser, "throughput")
 
-    _open(browser, f"{console}/#/clients")
-    clients = [row for row in _rows(browser, "clients-table") if row[0] == "console-producer"]
+    open_page(browser, f"{console}/#/clients")
+    clients = [row for row in rows_of(browser, "clients-table") if row[0] == "console-producer"]
     assert clients and clients[0][1] == "confluent-kafka-python" and clients[0][3] == "PLAINTEXT"
     assert "produce v" in clients[0][6]
-    _shot(browser, "clients")
+    screenshot(browser, "clients")
 
 
 def _api(console: str, path: str) -> dict:
@@ -245,17 +198,21 @@ def test_timeline_marks_an_unclean_election(cluster: tuple[LocalCluster, dict[in
     leader.start()
     _wait_for("the old leader to truncate to 5", lambda: _api(consoles[leader_id], f"/api/topics/{topic}")
               ["partitions"][0]["log_end_offset"] == 5)
-
-    _open(browser, f"{consoles[survivor.node_id]}/#/partition/{topic}/0")
-    assert [row[3] for row in _rows(browser, "messages-table")] == [f"kept-{n}" for n in range(5)]
-    events = [row[2] for row in _rows(browser, "timeline-table")]
+    open_page(browser, f"{consoles[survivor.node_id]}/#/partition/{topic}/0")
+    assert [row[3] for row in rows_of(browser, "messages-table")] == [f"kept-{n}" for n in range(5)]
+    timeline = rows_of(browser, "timeline-table")
+    events = [row[2] for row in timeline]
     assert events[0].startswith(f"created, leader {leader_id}")
     # The followers' fencing shrank the ISR twice; the leader's crash moved the lead uncleanly
-    # (the controller fences it and elects in one decision: no offline step in between).
-    assert events.count("ISR change") == 2, " | ".join(events)
+    # (the controller fences it and elects in one decision: no offline step in between). The old
+    # leader, truncated, may be back in the ISR or not yet (not waited for: in some runs it stayed
+    # out for over 30 s with no new records, which is not what this test is about).
+    isr_changes = [row[3] for row in timeline if row[2] == "ISR change"]
+    assert sorted(isr_changes[:2]) == sorted(f"shrink −{f.node_id}" for f in followers), " | ".join(events)
+    assert isr_changes[2:] in ([], [f"expand +{leader_id}"]), " | ".join(events)
     unclean = [e for e in events if e.startswith("UNCLEAN election")]
     assert len(unclean) == 1 and unclean[0].startswith(f"UNCLEAN election: leader {leader_id} → {survivor.node_id} ")
     assert unclean[0].endswith("records from offset 5 on were truncated")
     assert browser.find_elements(By.CSS_SELECTOR, "#timeline-table tr.unclean")
-    _shot(browser, "timeline")
+    screenshot(browser, "timeline")
     followers[1].start()

@@ -1,7 +1,8 @@
 """The console's write actions over its JSON API, on a single kbroker node with its HTTP listener:
 refused (403) while ``kbroker.http.console.write.enable`` is false, the default; with it on, a
 topic created there is what Kafka clients see, and a group's offsets reset to earliest are what
-the group's consumers read back as committed.
+the group's consumers read back as committed — through the API and through the console's forms
+in the browser.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import pytest
 from kbroker.testing.local import HOST, free_port, kafka_broker
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
+pytest.importorskip("selenium")
+
+from tests.browser.console_pages import open_page, rows_of, screenshot, submit_form  # noqa: E402
 
 
 def _post(url: str, body: dict) -> tuple[int, dict | str]:
@@ -37,7 +41,7 @@ def test_writes_are_refused_by_default() -> None:
         assert [t.name for t in node.metadata(None).topics if t.name == "nope"] == []
 
 
-def test_create_topic_and_reset_offsets_when_enabled() -> None:
+def test_create_topic_and_reset_offsets_when_enabled(browser: object) -> None:
     port = free_port()
     console = f"http://{HOST}:{port}"
     with kafka_broker(**{"kbroker.http.listeners": console,
@@ -65,5 +69,19 @@ def test_create_topic_and_reset_offsets_when_enabled() -> None:
             status, reset = _post(f"{console}/api/groups/resettable/offsets",
                                   {"topic": "made-in-console", "partitions": [0], "to": 3})
             assert status == 200 and consumer.committed([tp], timeout=30)[0].offset == 3
+            # The same two actions through the console's forms.
+            open_page(browser, f"{console}/#/topics")
+            assert submit_form(browser, "create-topic", {"name": "from-the-form", "partitions": "3"},
+                               "create-result") == "created from-the-form"
+            assert {row[0]: row[1] for row in rows_of(browser, "topics-table")}["from-the-form"] == "3"
+            open_page(browser, f"{console}/#/group/resettable")
+            reset_shown = submit_form(browser, "reset-offsets", {"topic": "made-in-console", "to": "2"}, "reset-result")
+            assert reset_shown == "reset"
+            # Every partition of the topic, as kafka-consumer-groups --reset-offsets --topic does; the
+            # empty partition 1 clamps offset 2 to its end, 0.
+            assert rows_of(browser, "lag-table") == [["made-in-console", "0", "2", "5", "3"],
+                                                     ["made-in-console", "1", "0", "0", "0"]]
+            screenshot(browser, "group-reset")
+            assert consumer.committed([tp], timeout=30)[0].offset == 2
         finally:
             consumer.close()

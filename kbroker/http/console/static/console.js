@@ -65,10 +65,10 @@ async function brokersView() {
 }
 
 async function topicsView() {
-  const [t, console] = await Promise.all([api("/api/topics"), api("/api/console")]);
+  const [t, settings] = await Promise.all([api("/api/topics"), api("/api/console")]);
   const rows = t.topics.map((x) => `<tr><td>${link(`#/topic/${enc(x.name)}`, x.name)}</td>${num(x.partitions)}` +
     `${num(x.replication_factor)}${num(x.under_replicated)}${num(x.offline)}${num(x.records)}${num(x.size_bytes)}</tr>`);
-  const create = console.write_enabled ? `<h2>Create a topic</h2><form class="controls" id="create-topic">
+  const create = settings.write_enabled ? `<h2>Create a topic</h2><form class="controls" id="create-topic">
       <input type="text" name="name" placeholder="name" required>
       <label>partitions <input type="number" name="partitions" value="1" min="1"></label>
       <label>replication factor <input type="number" name="replication_factor" value="-1"></label>
@@ -88,8 +88,9 @@ function bindCreateTopic() {
       replication_factor: Number(data.get("replication_factor"))};
     const response = await fetch("/api/topics", {method: "POST", headers: {"Content-Type": "application/json"},
       body: JSON.stringify(body)});
-    document.getElementById("create-result").textContent = response.ok ? "created" : await response.text();
-    if (response.ok) route();
+    const result = response.ok ? `created ${body.name}` : await response.text();
+    if (response.ok) await route(); // the list with the new topic; the result shows under it
+    document.getElementById("create-result").textContent = result;
   });
 }
 
@@ -196,7 +197,7 @@ async function groupsView() {
 }
 
 async function groupView(id) {
-  const g = await api(`/api/groups/${enc(id)}`);
+  const [g, settings] = await Promise.all([api(`/api/groups/${enc(id)}`), api("/api/console")]);
   const members = g.members.map((m) => `<tr>${cell(m.member_id)}${cell(m.client_id)}${cell(m.host)}` +
     `${cell(Object.entries(m.assignment).map(([t, ps]) => `${t}: ${ps.join(",")}`).join("; "))}</tr>`);
   const lag = g.lag.map((r) => `<tr>${cell(r.topic)}${num(r.partition)}<td class="num committed">${esc(r.committed_offset)}</td>` +
@@ -205,7 +206,27 @@ async function groupView(id) {
     `<b id="group-state">${esc(g.state)}</b>, generation ${esc(g.generation)}, protocol ${esc(g.protocol)}, ` +
     `coordinator partition ${esc(g.coordinator_partition)}.</p>` +
     `<h2>Members</h2>` + table("members-table", ["member", "client id", "host", "assignment"], members) +
-    `<h2>Lag</h2>` + table("lag-table", ["topic", "partition", "committed offset", "end offset", "lag"], lag);
+    `<h2>Lag</h2>` + table("lag-table", ["topic", "partition", "committed offset", "end offset", "lag"], lag) +
+    (settings.write_enabled ? `<h2>Reset offsets</h2><form class="controls" id="reset-offsets">
+      <input type="text" name="topic" placeholder="topic" required value="${esc(g.lag.length ? g.lag[0].topic : "")}">
+      <label>to <input type="text" name="to" value="earliest" title="earliest, latest or an offset"></label>
+      <button type="submit">Reset (group must have no members)</button><span id="reset-result"></span></form>` : "");
+}
+
+function bindResetOffsets(id) {
+  const form = document.getElementById("reset-offsets");
+  if (!form) return;
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const to = String(data.get("to"));
+    const response = await fetch(`/api/groups/${enc(id)}/offsets`, {method: "POST",
+      headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({topic: data.get("topic"), to: /^[0-9]+$/.test(to) ? Number(to) : to})});
+    const result = response.ok ? "reset" : await response.text();
+    if (response.ok) await route(); // the lag from the new offsets; the result shows under it
+    document.getElementById("reset-result").textContent = result;
+  });
 }
 
 function sparkline(points, index) {
@@ -252,7 +273,7 @@ async function route() {
       case "topic": main.innerHTML = await topicView(parts[1]); break;
       case "partition": main.innerHTML = await partitionView(parts[1], parts[2], query || ""); bindMessageForm(parts[1], parts[2]); break;
       case "groups": main.innerHTML = await groupsView(); break;
-      case "group": main.innerHTML = await groupView(parts[1]); break;
+      case "group": main.innerHTML = await groupView(parts[1]); bindResetOffsets(parts[1]); break;
       case "throughput":
         main.innerHTML = await throughputView();
         timer = setInterval(async () => { main.innerHTML = await throughputView(); }, 1000);
