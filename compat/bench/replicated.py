@@ -222,7 +222,8 @@ def run_workload(name: str, workload: str, run: int, scale: Scale, root: Path, l
                              "min_us": lat[0], **meter.done(client_cpu)}
         s = sample["latency"]
         log(f"  latency at {scale.rate:.0f}/s (achieved {s['achieved_rate']:.0f}/s): p50 {s['p50_us']} µs p99 "
-            f"{s['p99_us']} µs max {s['max_us']} µs; brokers {s['broker_cpu_share']:.0%} of a core, "
+            f"{s['p99_us']} µs max {s['max_us']} µs; ack p50 {s['ack_p50_us']} µs (end of the paced warm-up "
+            f"{s['warmup_ack_p50_us']} µs); brokers {s['broker_cpu_share']:.0%} of a core, "
             f"others {s['other_cpu_share']:.0%}")
         spec = {"mode": "produce", "bootstrap": cluster.bootstrap, "topic": topic, "partitions": partitions,
                 "count": scale.throughput_bytes // 1024, "payload": str(payload), "config": THROUGHPUT_PRODUCER}
@@ -261,6 +262,7 @@ METRICS = [
     ("latency", "p50_us", "latency p50 µs", True),
     ("latency", "p99_us", "latency p99 µs", True),
     ("latency", "max_us", "latency max µs", True),
+    ("latency", "warmup_ack_p50_us", "produce→ack p50 µs, end of the paced warm-up", True),
     ("latency", "ack_p50_us", "produce→ack p50 µs", True),
     ("latency", "ack_p99_us", "produce→ack p99 µs", True),
     ("latency", "broker_cpu_share", "brokers' CPU at fixed rate, cores", True),

@@ -189,6 +189,7 @@ def latency(spec: dict[str, Any]) -> dict[str, Any]:
     deadline = time.monotonic() + float(spec.get("timeout", 600))
     failures: list[KafkaError] = []
     acked_ns: list[int] = []  # produce() → acknowledgement, timed records only
+    warm_acked_ns: list[int] = []  # the same for the paced warm-up: was the cluster steady before timing?
 
     def on_ack(err: KafkaError | None, msg: Any) -> None:
         if err is not None:
@@ -197,6 +198,8 @@ def latency(spec: dict[str, Any]) -> dict[str, Any]:
         created, seq = HEAD.unpack_from(msg.value())
         if seq >= untimed:
             acked_ns.append(time.monotonic_ns() - created)
+        elif seq >= burst:
+            warm_acked_ns.append(time.monotonic_ns() - created)
 
     producer = _producer({**spec, "config": {**spec["config"], "delivery.report.only.error": False}}, failures)
     kind = Receiver if spec.get("consumer", "process") == "thread" else ReceiverProcess
@@ -237,11 +240,13 @@ def latency(spec: dict[str, Any]) -> dict[str, Any]:
         _fail(f"latency: {remaining} unacknowledged, {len(failures)} failed {failures[:1]}, received "
               f"{got['received']} of {untimed + count}; consumer errors {got['errors']}")
     acked = sorted(ns // 1000 for ns in acked_ns)
+    warm = sorted(ns // 1000 for ns in warm_acked_ns[len(warm_acked_ns) // 2:])  # its second half
     return {"records": count, "bytes": count * len(values[0]), "send_seconds": seconds,
             "achieved_rate": count / seconds, "worst_send_lateness_ms": worst_late / 1e6,
             "received": len(got["latencies_us"]), "duplicates": got["duplicates"],
             "latencies_us": got["latencies_us"], "ack_p50_us": acked[len(acked) // 2],
-            "ack_p99_us": acked[(len(acked) * 99 - 1) // 100], "ack_max_us": acked[-1]}
+            "ack_p99_us": acked[(len(acked) * 99 - 1) // 100], "ack_max_us": acked[-1],
+            "warmup_ack_p50_us": warm[len(warm) // 2] if warm else None}
 
 
 def produce(spec: dict[str, Any]) -> dict[str, Any]:
