@@ -1,7 +1,9 @@
 """Kafka's RequestMetrics for every answered request: ``RequestsPerSec`` by request and version,
-``TotalTimeMs`` by request (Fetch also as FetchConsumer or FetchFollower, as Kafka splits it),
-``ErrorsPerSec`` by request and error; and, from Fetch answers, BrokerTopicMetrics' bytes out
-and fetch request counts per topic.
+``TotalTimeMs`` by request (Fetch also as FetchConsumer or FetchFollower, as Kafka splits both),
+``ErrorsPerSec`` by request and the answer's top-level error code (Kafka counts every error
+code of the answer, per partition too: walking Produce and Fetch answers' partitions would put
+per-partition work on the hot path, so their partition errors are not counted); and, from Fetch
+answers, BrokerTopicMetrics' bytes out and fetch request counts per topic.
 
 The Dispatcher calls ``RequestMetrics.completed`` once per request when metrics are on (an HTTP
 listener is configured). The per-(API, version) prometheus children are cached, so a request
@@ -48,7 +50,7 @@ class RequestMetrics:
         self.errors = Counter("kafka_network_requestmetrics_errors", "Answers by request and top-level error "
                               "code (Kafka's RequestMetrics ErrorsPerSec count)", ["request", "error"],
                               registry=registry)
-        self._children: dict[tuple[int, int, bool], tuple[str, Counter, tuple[Histogram, ...]]] = {}
+        self._children: dict[tuple[int, int, bool], tuple[str, tuple[Counter, ...], tuple[Histogram, ...]]] = {}
         self._topic_of_dir: dict[str, str] = {}
 
     def completed(self, handler: ModuleType, api_key: int, api_version: int, request: object, response: object,
@@ -60,8 +62,9 @@ class RequestMetrics:
         if children is None:
             children = self._children[(api_key, api_version, follower)] = self._new_children(
                 handler, api_key, api_version, follower)
-        name, requests, timers = children
-        requests.inc()
+        name, counters, timers = children
+        for counter in counters:
+            counter.inc()
         for timer in timers:
             timer.observe(elapsed_ms)
         error = getattr(response, "error_code", None)
@@ -71,12 +74,13 @@ class RequestMetrics:
             self._fetched(request, response, follower, context)
 
     def _new_children(self, handler: ModuleType, api_key: int, api_version: int,
-                      follower: bool) -> tuple[str, Counter, tuple[Histogram, ...]]:
+                      follower: bool) -> tuple[str, tuple[Counter, ...], tuple[Histogram, ...]]:
         name = request_name(handler)
-        timers = [self.total_time.labels(name)]
-        if api_key == FETCH_KEY:  # Kafka times fetches twice: as Fetch and as who fetched
-            timers.append(self.total_time.labels("FetchFollower" if follower else "FetchConsumer"))
-        return name, self.requests.labels(name, str(api_version)), tuple(timers)
+        names = [name]
+        if api_key == FETCH_KEY:  # Kafka counts and times fetches twice: as Fetch and as who fetched
+            names.append("FetchFollower" if follower else "FetchConsumer")
+        return (name, tuple(self.requests.labels(n, str(api_version)) for n in names),
+                tuple(self.total_time.labels(n) for n in names))
 
     def _fetched(self, request: object, response: object, follower: bool, context: RequestContext[object]) -> None:
         """Kafka's per-topic fetch request count (one per partition asked for) and bytes out
