@@ -1,0 +1,82 @@
+"""/metrics on a replicated cluster (a controller and three brokers, each with an HTTP listener):
+when a broker dies, the partitions it followed show as under-replicated on their leaders, ISR
+shrinks are counted, a partition it led gets a new leader (a clean election, counted by the
+active controller), and the controller reports one fenced broker and no offline partition."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kbroker.testing.local import HOST, LocalBroker, LocalCluster, free_port
+
+TOPIC = "replicated"
+PARTITIONS = 3
+DEADLINE_S = 60.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, dict[int, str]]]:
+    # Short sessions so the dead broker is fenced (and its partitions led elsewhere) quickly.
+    cluster = LocalCluster(tmp_path, 3, {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
+                                         "replica.lag.time.max.ms": "3000"})
+    http: dict[int, str] = {}
+    for node in [cluster.controller, *cluster.brokers]:
+        http[node.node_id] = f"{HOST}:{free_port()}"
+        node.settings["kbroker.http.listeners"] = f"http://{http[node.node_id]}"
+    cluster.start()
+    try:
+        yield cluster, http
+    finally:
+        cluster.close()
+
+
+def scrape(address: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def wait_until(check: object, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def total(http: dict[int, str], nodes: list[LocalBroker], name: str) -> float:
+    return sum(scrape(http[node.node_id]).get((name, ()), 0.0) for node in nodes)
+
+
+def test_a_dead_broker_shows_on_the_survivors_and_the_controller(
+        cluster: tuple[LocalCluster, dict[int, str]]) -> None:
+    nodes, http = cluster
+    nodes.create_topic(TOPIC, PARTITIONS, 3)
+    controller = http[nodes.controller.node_id]
+    assert scrape(controller)[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 1
+    wait_until(lambda: total(http, nodes.brokers, "kafka_server_replicamanager_leadercount") >= PARTITIONS,
+               "leaders counted")
+    before = scrape(controller)  # the controller's first look at the partitions' leaders
+    victim = nodes.broker(nodes.leader(TOPIC, 0))
+    led_by_survivors = sum(nodes.leader(TOPIC, p) != victim.node_id for p in range(PARTITIONS))
+    survivors = [b for b in nodes.brokers if b is not victim]
+    for broker in survivors:  # the survivors' first look at the ISRs they lead
+        scrape(http[broker.node_id])
+    victim.kill()
+
+    wait_until(lambda: total(http, survivors, "kafka_server_replicamanager_underreplicatedpartitions") >= PARTITIONS,
+               "every partition under-replicated on its new or old leader")
+    # Each partition a survivor led lost the victim from its ISR.
+    assert total(http, survivors, "kafka_server_replicamanager_isrshrinks_total") >= led_by_survivors
+    after = scrape(controller)
+    assert after[("kafka_controller_kafkacontroller_fencedbrokercount", ())] == 1
+    assert after[("kafka_controller_kafkacontroller_offlinepartitionscount", ())] == 0
+    elections = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
+    assert after[(elections, ())] > before[(elections, ())]
+    assert after[("kafka_controller_controllerstats_uncleanleaderelections_total", ())] == 0
