@@ -228,6 +228,7 @@ def latency(spec: dict[str, Any]) -> dict[str, Any]:
         return (time.monotonic_ns() - start) / 1e9, worst_late
 
     send(0, burst, paced=False)
+    producer.flush(max(0.0, deadline - time.monotonic()))  # the paced warm-up must not queue behind the burst
     send(burst, untimed, paced=True)
     left = producer.flush(max(0.0, deadline - time.monotonic()))
     if not receiver.wait_untimed(deadline):
