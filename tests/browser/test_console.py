@@ -118,10 +118,15 @@ def test_console_pages(cluster: tuple[LocalCluster, dict[int, str]], browser: ob
     assert hex_rows[0][3] == " ".join(f"{b:02x}" for b in json.dumps({"n": 7}).encode())
     screenshot(browser, "messages-hex")
 
-    coordinator_console = consoles[_coordinator(nodes)]
-    open_page(browser, f"{coordinator_console}/#/groups")
+    coordinator = _coordinator(nodes)
+    # Another broker's console lists the group too (ListGroups to its coordinator).
+    elsewhere = next(node_id for node_id in consoles if node_id != coordinator)
+    open_page(browser, f"{consoles[elsewhere]}/#/groups")
     groups = {row[0]: row for row in rows_of(browser, "groups-table")}
-    assert groups[GROUP][4] == str(RECORDS - COMMITTED)
+    assert groups[GROUP][2:] == ["Empty", "—", "—", str(coordinator)]
+    open_page(browser, f"{consoles[coordinator]}/#/groups")
+    groups = {row[0]: row for row in rows_of(browser, "groups-table")}
+    assert groups[GROUP][1:] == ["classic", "Empty", "0", str(RECORDS - COMMITTED), str(coordinator)]
     screenshot(browser, "groups")
 
     click_link(browser, GROUP, f"#/group/{GROUP}")

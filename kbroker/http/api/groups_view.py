@@ -3,20 +3,28 @@
 Lag per partition is what kafka-consumer-groups --describe shows: the partition's end offset
 (its high watermark, which is what a read_uncommitted consumer can reach) minus the group's
 committed offset. Each broker coordinates the groups whose ``__consumer_offsets`` partition it
-leads, so a group appears in the console of its coordinator (``coordinator`` says which
-partition of ``__consumer_offsets`` that is).
+leads, so a group's members and lag are shown by its coordinator's console; the list also names
+the groups the other live brokers coordinate, asked with ListGroups over the inter-broker
+listener (``coordinator``: the broker that answered).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.list_groups.v5 import request as list_groups_v5
+
 from kbroker.groups.consumer_protocol import decode_assignment
+from kbroker.protocol.codec import build
+from kbroker.replication.inter_broker_client import InterBrokerClient
 
 if TYPE_CHECKING:
     from kbroker.node.broker import Broker
 
 JSON = dict[str, Any]
+LIST_GROUPS_KEY, LIST_GROUPS_VERSION = 16, 5
+REMOTE_TIMEOUT_S = 5.0
 
 
 def _group_ids(broker: Broker) -> set[str]:
@@ -39,7 +47,7 @@ def _classic(broker: Broker, group_id: str) -> JSON | None:
         members.append({"member_id": member.member_id, "instance_id": member.group_instance_id,
                         "client_id": member.client_id, "host": member.client_host,
                         "assignment": {t: sorted(p) for t, p in sorted(assignment.items())}})
-    return {"type": "classic", "state": group.state.name, "protocol_type": group.protocol_type,
+    return {"type": "classic", "state": group.state.value, "protocol_type": group.protocol_type,
             "protocol": group.protocol_name, "generation": group.generation_id, "members": members}
 
 
@@ -54,13 +62,13 @@ def _consumer(broker: Broker, group_id: str) -> JSON | None:
                 "assignment": {names.get(tid, str(tid)): sorted(p) for tid, p in sorted(
                     m.assigned.items(), key=lambda item: names.get(item[0], str(item[0])))}}
                for m in group.members.values()]
-    return {"type": "consumer", "state": group.state.name, "protocol_type": "consumer",
+    return {"type": "consumer", "state": group.state.value, "protocol_type": "consumer",
             "protocol": group.assignor_name, "generation": group.group_epoch, "members": members}
 
 
 def _describe(broker: Broker, group_id: str) -> JSON:
     found = _consumer(broker, group_id) or _classic(broker, group_id)
-    return found or {"type": "classic", "state": "EMPTY", "protocol_type": None, "protocol": None,
+    return found or {"type": "classic", "state": "Empty", "protocol_type": None, "protocol": None,
                      "generation": 0, "members": []}
 
 
@@ -75,15 +83,42 @@ def _lag(broker: Broker, group_id: str) -> list[JSON]:
     return rows
 
 
-def groups(broker: Broker) -> JSON:
+async def _listed_by(broker: Broker, broker_id: int) -> list[JSON] | str:
+    """The groups broker ``broker_id`` coordinates (ListGroups v5), or why it could not say."""
+    endpoint = broker.endpoint(broker_id)
+    if endpoint is None:
+        return "no inter-broker endpoint"
+    client = InterBrokerClient(endpoint[0], endpoint[1], None, f"broker-{broker.node_id}-console",
+                               broker.link_security)
+    try:
+        response = await client.request(LIST_GROUPS_KEY, LIST_GROUPS_VERSION,
+                                        build(list_groups_v5.ListGroupsRequest), timeout_s=REMOTE_TIMEOUT_S)
+    except (ConnectionError, TimeoutError, OSError) as exc:
+        return str(exc)
+    finally:
+        client.close()
+    return [{"group_id": g.group_id, "type": g.group_type, "state": g.group_state, "coordinator": broker_id}
+            for g in response.groups]
+
+
+async def groups(broker: Broker) -> JSON:
     out = []
     for group_id in sorted(_group_ids(broker)):
         described = _describe(broker, group_id)
         lag = _lag(broker, group_id)
         out.append({"group_id": group_id, "type": described["type"], "state": described["state"],
-                    "members": len(described["members"]),
+                    "members": len(described["members"]), "coordinator": broker.node_id,
                     "total_lag": sum(row["lag"] or 0 for row in lag)})
-    return {"groups": out, "this_broker": broker.node_id}
+    others = [b for b, _h, _p, _r in broker.live_brokers() if b != broker.node_id]
+    answers = await asyncio.gather(*(_listed_by(broker, b) for b in others))
+    unreachable = {}
+    for broker_id, answer in zip(others, answers, strict=True):
+        if isinstance(answer, str):
+            unreachable[broker_id] = answer
+        else:
+            out.extend({**g, "members": None, "total_lag": None} for g in answer)
+    out.sort(key=lambda g: g["group_id"])
+    return {"groups": out, "this_broker": broker.node_id, "unreachable": unreachable}
 
 
 def group(broker: Broker, group_id: str) -> JSON | None:

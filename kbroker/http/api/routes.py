@@ -106,7 +106,7 @@ async def _timeline(request: web.Request) -> web.Response:
 
 
 async def _groups(request: web.Request) -> web.Response:
-    return web.json_response(groups_view.groups(_broker(request)))
+    return web.json_response(await groups_view.groups(_broker(request)))
 
 
 async def _group(request: web.Request) -> web.Response:

@@ -189,11 +189,14 @@ function timelineHtml(tl) {
 
 async function groupsView() {
   const g = await api("/api/groups");
-  const rows = g.groups.map((x) => `<tr><td>${link(`#/group/${enc(x.group_id)}`, x.group_id)}</td>${cell(x.type)}` +
-    `${cell(x.state)}${num(x.members)}${num(x.total_lag)}</tr>`);
-  return `<h1>Consumer groups</h1><p class="muted">Groups coordinated by broker ${esc(g.this_broker)} ` +
-    `(the leader of their __consumer_offsets partition).</p>` +
-    table("groups-table", ["group", "type", "state", "members", "lag"], rows);
+  const rows = g.groups.map((x) => `<tr><td>${x.coordinator === g.this_broker ?
+      link(`#/group/${enc(x.group_id)}`, x.group_id) : esc(x.group_id)}</td>${cell(x.type)}` +
+    `${cell(x.state)}${num(x.members)}${num(x.total_lag)}${num(x.coordinator)}</tr>`);
+  const unreachable = Object.entries(g.unreachable).map(([b, why]) => `broker ${b}: ${why}`).join("; ");
+  return `<h1>Consumer groups</h1><p class="muted">Every live broker's groups; members and lag of those ` +
+    `broker ${esc(g.this_broker)} coordinates (the others: in their coordinator's console).</p>` +
+    table("groups-table", ["group", "type", "state", "members", "lag", "coordinator"], rows) +
+    (unreachable ? `<p class="error">Not answered: ${esc(unreachable)}</p>` : "");
 }
 
 async function groupView(id) {
