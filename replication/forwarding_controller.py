@@ -47,6 +47,8 @@ from .replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 PROPAGATION_TIMEOUT_S = 30.0
+# From this many new replicas in one change on, their logs are written by threads first.
+MANY_NEW_LOGS = 8
 REQUEST_TIMEOUT_MS = 30000
 _SET, _DELETE = i8(0), i8(1)  # IncrementalAlterConfigs operations
 
@@ -124,6 +126,7 @@ class ForwardingController:
             touched = [(name, index) for name, topic in image.topics.items() for index in topic.partitions]
         else:
             touched = sorted(changes.partitions)
+        await self._create_new_logs(image, touched)
         for name, index in touched:
             topic = image.topics.get(name)
             reg = None if topic is None else topic.partitions.get(index)
@@ -135,6 +138,19 @@ class ForwardingController:
                 self._tell_leadership(name, index, before, reg)
                 await turns.maybe_yield()
         self._wake_waiters()
+
+    async def _create_new_logs(self, image: MetadataImage, touched: list[tuple[str, int]]) -> None:
+        """The logs of this broker's new replicas among ``touched``, written together off the loop
+        when there are many (one or two go the ordinary way, in ``apply_partition``)."""
+        wanted = []
+        for name, index in touched:
+            topic = image.topics.get(name)
+            reg = None if topic is None else topic.partitions.get(index)
+            if (topic is not None and reg is not None and self.node_id in reg.replicas
+                    and self.replica_manager.log_manager.get(name, index) is None):
+                wanted.append((name, index, topic.topic_id))
+        if len(wanted) >= MANY_NEW_LOGS:
+            await self.replica_manager.create_logs(wanted)
 
     async def _remove_topic(self, name: str, turns: LoopTurns) -> None:
         """A topic the image no longer has: out of the catalogue, its replicas here deleted."""

@@ -191,6 +191,16 @@ class ReplicaManager:
 
     # --- partition lifecycle (driven by the controller) -----------------------------------
 
+    async def create_logs(self, wanted: list[tuple[str, int, uuid.UUID]]) -> None:
+        """Write the new logs of many replicas at once off the event loop (LogManager's writer
+        threads), before their registrations are applied one by one: a thousand new partitions
+        then neither hold the loop nor wait for one file after another. A log that could not be
+        written is left to ``make_leader``/``make_follower``, which meet and report the error."""
+        planned = self.log_manager.plan_new_logs([(topic, index, _id_text(tid)) for topic, index, tid in wanted])
+        if planned:
+            made = await asyncio.to_thread(self.log_manager.write_new_logs, planned)
+            self.log_manager.adopt_new_logs(made)
+
     def make_leader(self, topic: str, index: int, topic_id: uuid.UUID) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:

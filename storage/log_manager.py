@@ -26,6 +26,12 @@ future directory and no current one: the start-up completes the swap (the future
 everything when the swap began). A future directory beside a current one is an unfinished
 move: it is removed (nothing acknowledged lives only there) and the move must be asked again.
 ``-delete`` directories are removed at start-up.
+
+Many new logs at once (a topic of a thousand partitions, or a broker given its replicas) are
+planned by ``plan_new_logs``, written by ``write_new_logs`` on a few threads (each is a
+directory and two new files: kernel work that runs without the GIL) and taken in by
+``adopt_new_logs`` on the caller's thread, so the event loop need not wait for the writing and
+shares none of the manager's state with a thread.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .clock import SYSTEM_CLOCK, Clock
@@ -58,6 +65,21 @@ LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
+# Threads writing new logs at once: creating a file or directory is mostly the filesystem's own
+# CPU work (about 0.4 ms here on ext4), which a few threads overlap (1000 logs: 0.56 s on one
+# thread, 0.30 s on four, no better on eight).
+NEW_LOG_WRITERS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class NewLog:
+    """A new empty log to write: its directory, partition, topic id and config."""
+
+    path: str
+    topic: str
+    partition: int
+    topic_id: str
+    config: LogConfig
 
 TopicPartition = tuple[str, int]
 
@@ -185,6 +207,55 @@ class LogManager:
         self._dir_of[(topic, partition)] = log_dir
         self._logs_in[log_dir] += 1
         return plog
+
+    def plan_new_logs(self, wanted: list[tuple[str, int, str]]) -> list[NewLog]:
+        """Where each (topic, partition, topic id) not here yet gets its new log, and its config:
+        made on the thread that owns the manager, for ``write_new_logs``."""
+        counts = dict(self._logs_in)
+        configs: dict[str, LogConfig] = {}
+        planned = []
+        for topic, partition, topic_id in wanted:
+            if (topic, partition) in self.logs:
+                continue
+            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            counts[log_dir] += 1
+            path = os.path.join(log_dir, f"{topic}-{partition}")
+            if not os.path.exists(path):  # never over a directory made some other way
+                if topic not in configs:
+                    configs[topic] = self.config_for(topic)
+                planned.append(NewLog(path, topic, partition, topic_id, configs[topic]))
+        return planned
+
+    def write_new_logs(self, planned: list[NewLog]) -> list[PartitionLog]:
+        """Write the directory and files of each planned empty log on ``NEW_LOG_WRITERS`` threads.
+        It changes nothing the manager shares, so the caller may run it off its event loop
+        (``adopt_new_logs`` registers what it returns). A log that cannot be written is left out
+        (its directory removed): ``create`` meets the same error and reports it to LogDirHealth
+        as for any one log."""
+
+        def write(new: NewLog) -> PartitionLog | None:
+            try:
+                # A descriptor cache of its own: the shared one is the loop thread's (adopt_new_logs).
+                return PartitionLog.create(new.path, new.topic, new.partition, new.topic_id, new.config,
+                                           files=SegmentFileCache(), health=self.health, clock=self.clock)
+            except OSError:
+                return None
+
+        with ThreadPoolExecutor(NEW_LOG_WRITERS, thread_name_prefix="new-logs") as pool:
+            return [plog for plog in pool.map(write, planned) if plog is not None]
+
+    def adopt_new_logs(self, made: list[PartitionLog]) -> None:
+        """Register logs ``write_new_logs`` made (on the thread that owns the manager)."""
+        for plog in made:
+            key = (plog.topic, plog.partition)
+            if key in self.logs:
+                continue
+            plog.files = self.files  # its segment's descriptor is closed: nothing to move over
+            for segment in plog.segments:
+                segment.files = self.files
+            self.logs[key] = plog
+            self._dir_of[key] = plog.log_dir
+            self._logs_in[plog.log_dir] += 1
 
     def delete(self, topic: str, partition: int) -> None:
         self.abandon_future(topic, partition)

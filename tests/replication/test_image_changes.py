@@ -40,6 +40,11 @@ class CountingReplicas:
     applied: list[tuple[str, int, PartitionRegistration]] = field(default_factory=list)
     partitions: dict[tuple[str, int], object] = field(default_factory=dict)
 
+    created: list[tuple[str, int, uuid.UUID]] = field(default_factory=list)
+
+    async def create_logs(self, wanted: list[tuple[str, int, uuid.UUID]]) -> None:
+        self.created += wanted
+
     def apply_partition(self, topic: str, index: int, topic_id: uuid.UUID, reg: PartitionRegistration) -> None:
         self.applied.append((topic, index, reg))
 
@@ -62,6 +67,7 @@ def test_one_partition_change_touches_one_replica() -> None:
         image.take_changes()
         await catalogue.sync_from_image(image)
         assert len(replicas.applied) == PARTITIONS
+        assert len(replicas.created) == PARTITIONS  # their logs written together first
         assert catalogue.topics["wide"].partitions == PARTITIONS
 
         replicas.applied.clear()
@@ -74,6 +80,7 @@ def test_one_partition_change_touches_one_replica() -> None:
         image.apply(offset + 2, partition(PARTITIONS, (1, 2, 3), 0))  # CreatePartitions: one more
         await catalogue.sync_from_image(image, image.take_changes())
         assert [(topic, index) for topic, index, _reg in replicas.applied] == [("wide", PARTITIONS)]
+        assert len(replicas.created) == PARTITIONS  # one new log goes the ordinary way
         assert catalogue.topics["wide"].partitions == PARTITIONS + 1
 
         # A dynamic broker default changes every topic's resolved configs: each is reconfigured,
