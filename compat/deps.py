@@ -1,16 +1,16 @@
 """Install the test suite's non-pip dependencies: Apache Kafka's jars, Spark's Kafka connector
-jars, kcat, the franz-go compat driver, and a container engine with its base image
-(``compat.container_images``).
+jars, kcat, Debian's chromium and chromium-driver (the browser tests), the franz-go compat
+driver, and a container engine with its base image (``compat.container_images``).
 
 ``python -m compat.deps`` resolves the pinned Kafka jars listed in ``kafka-jars.pom.xml`` with
 Maven into a cache directory (``~/.cache/kbroker/kafka-4.3.1/libs``, or ``$KBROKER_KAFKA_LIBS``),
-the Spark connector jars the same way (``kbroker.spark.connector``), and makes sure ``kcat`` is
-on PATH (installing the Debian package when running as root). A marker file written after a
-successful resolution makes later runs a no-op. The franz-go driver (``compat/franz``, a Go
-module) is built with the Go toolchain once per source digest into
-``~/.cache/kbroker/compat-franz/<digest>/franz-driver`` (``$KBROKER_COMPAT_FRANZ_CACHE``); its
-modules come from the module cache or the configured Go proxy. It exits non-zero with a message saying what is
-missing when it cannot finish.
+the Spark connector jars the same way (``kbroker.spark.connector``), and makes sure ``kcat``,
+``chromium`` and ``chromedriver`` are on PATH (installing the Debian packages when running as
+root). A marker file written after a successful resolution makes later runs a no-op. The
+franz-go driver (``compat/franz``, a Go module) is built with the Go toolchain once per source
+digest into ``~/.cache/kbroker/compat-franz/<digest>/franz-driver``
+(``$KBROKER_COMPAT_FRANZ_CACHE``); its modules come from the module cache or the configured Go
+proxy. It exits non-zero with a message saying what is missing when it cannot finish.
 
 Tests call :func:`kafka_classpath` for a ``java -cp`` value (resolving the jars on first use).
 """
@@ -98,23 +98,29 @@ def apt_install(*packages: str) -> None:
         )
 
 
-def ensure_kcat(*, quiet: bool = False) -> str:
-    """Path of ``kcat``, installing it with apt-get when missing and running as root."""
-    found = shutil.which("kcat")
-    if found:
-        return found
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise DepsError(
-            "kcat is not on PATH. Install it (Debian/Ubuntu: `sudo apt-get install kcat`, "
-            "macOS: `brew install kcat`) and rerun `python -m compat.deps`."
-        )
-    if not quiet:
-        print("compat.deps: installing kcat (apt-get) ...", flush=True)
-    apt_install("kcat")
-    found = shutil.which("kcat")
-    if found is None:
-        raise DepsError("apt-get installed kcat but it is still not on PATH")
-    return found
+# Debian packages the suite runs, by the command each provides: kcat for the compat clients, Debian's
+# Chromium and its ChromeDriver for the console's browser tests (tests/browser).
+DEBIAN_TOOLS = {"kcat": "kcat", "chromium": "chromium", "chromedriver": "chromium-driver"}
+
+
+def ensure_debian_tools(*, quiet: bool = False) -> dict[str, str]:
+    """Paths of the commands in ``DEBIAN_TOOLS``, installing the missing ones' packages with
+    apt-get when running as root."""
+    missing = [package for command, package in DEBIAN_TOOLS.items() if shutil.which(command) is None]
+    if missing:
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            raise DepsError(
+                f"not on PATH: {', '.join(missing)}. Install them (Debian/Ubuntu: `sudo apt-get install "
+                f"{' '.join(missing)}`; kcat on macOS: `brew install kcat`) and rerun `python -m compat.deps`."
+            )
+        if not quiet:
+            print(f"compat.deps: installing {' '.join(missing)} (apt-get) ...", flush=True)
+        apt_install(*missing)
+    found = {command: shutil.which(command) for command in DEBIAN_TOOLS}
+    absent = [command for command, path in found.items() if path is None]
+    if absent:
+        raise DepsError(f"apt-get installed the packages but {', '.join(absent)} is still not on PATH")
+    return {command: path for command, path in found.items() if path is not None}
 
 
 def go_binary() -> str | None:
@@ -166,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--skip-jars", action="store_true", help="do not resolve the Kafka jars")
     parser.add_argument("--skip-spark", action="store_true", help="do not resolve the Spark connector jars")
-    parser.add_argument("--skip-kcat", action="store_true", help="do not check for or install kcat")
+    parser.add_argument("--skip-apt", action="store_true",
+                        help="do not check for or install kcat, chromium and chromium-driver")
     parser.add_argument("--skip-franz", action="store_true", help="do not build the franz-go compat driver")
     parser.add_argument("--skip-containers", action="store_true",
                         help="do not install podman or make the container base image")
@@ -187,8 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"compat.deps: Kafka {KAFKA_VERSION} jars ready: {kafka_jars().ensure()}")
         if not args.skip_spark:
             print(f"compat.deps: Spark Kafka connector jars ready: {connector_jars().ensure()}")
-        if not args.skip_kcat:
-            print(f"compat.deps: kcat ready: {ensure_kcat()}")
+        if not args.skip_apt:
+            tools = ensure_debian_tools()
+            print(f"compat.deps: Debian tools ready: {', '.join(tools.values())}")
         if not args.skip_franz:
             print(f"compat.deps: franz-go driver ready: {franz_driver()}")
         if not args.skip_containers:

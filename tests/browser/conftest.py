@@ -1,6 +1,7 @@
 """The browser the console tests drive: Debian's chromium, headless, through its chromedriver
-(selenium). Skipped where either is not installed. The flags keep chromium from reaching out
-on its own (this machine refuses those connections) and give it a fresh profile."""
+(selenium). ``python -m compat.deps`` installs both; without them the tests fail, never skip.
+The flags keep chromium from reaching out on its own (this machine refuses those connections)
+and give it a fresh profile."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+from selenium import webdriver
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+from compat.deps import DepsError, ensure_debian_tools
+
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--window-size=1400,900")
@@ -18,15 +21,16 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver")
+    try:
+        tools = ensure_debian_tools(quiet=True)
+    except DepsError as exc:
+        pytest.fail(str(exc))
     profile = tempfile.mkdtemp(prefix="kbroker-chromium-")
     options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
+    options.binary_location = tools["chromium"]
     for flag in (*FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=tools["chromedriver"]), options=options)
     try:
         yield driver
     finally:

@@ -9,11 +9,9 @@ import base64
 import json
 import urllib.request
 
-import pytest
+import confluent_kafka
 
 from kbroker.testing.local import HOST, free_port, kafka_broker
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
 def _values(console: str, query: str) -> list[tuple[int, str]]:

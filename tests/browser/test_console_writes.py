@@ -11,14 +11,10 @@ import json
 import urllib.error
 import urllib.request
 
-import pytest
+import confluent_kafka
 
 from kbroker.testing.local import HOST, free_port, kafka_broker
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
-pytest.importorskip("selenium")
-
-from tests.browser.console_pages import open_page, rows_of, screenshot, submit_form  # noqa: E402
+from tests.browser.console_pages import open_page, rows_of, screenshot, submit_form
 
 
 def _post(url: str, body: dict) -> tuple[int, dict | str]:

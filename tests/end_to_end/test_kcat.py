@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 from kafka import KafkaAdminClient
 
-from compat.deps import DepsError, ensure_kcat
+from compat.deps import DepsError, ensure_debian_tools
 from tests.broker_process import BrokerProcess
 
 COMMAND_TIMEOUT_S = 30.0
@@ -34,7 +34,7 @@ CODEC_IDS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 @pytest.fixture(scope="module")
 def kcat_bin() -> str:
     try:
-        return ensure_kcat(quiet=True)
+        return ensure_debian_tools(quiet=True)["kcat"]
     except DepsError as exc:
         pytest.fail(str(exc))
 
