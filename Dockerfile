@@ -46,7 +46,7 @@ ENV PATH=/opt/kbroker/bin:$PATH \
 USER kbroker
 WORKDIR /var/lib/kbroker
 VOLUME /var/lib/kbroker
-EXPOSE 9092 9093
+EXPOSE 9092 9093 8080
 # Ready for clients, not just listening: ApiVersions, then Metadata listing this node as a broker
 # with a known controller (DescribeQuorum with a leader on a controller-only node).
 HEALTHCHECK --interval=5s --timeout=5s --start-period=60s --retries=3 CMD ["kbroker", "healthcheck"]
