@@ -157,6 +157,26 @@ def isr_full(cluster: Cluster, topic: str, partitions: int, brokers: list[int]) 
     return True
 
 
+def _short_isrs(cluster: Cluster, topic: str) -> str:
+    """Per broker's Metadata: how many partitions have an ISR under 3, by leader, and who is missing."""
+    out = []
+    for broker in cluster.broker_ids:
+        try:
+            meta = cluster.metadata(broker, [topic], timeout=10.0)
+        except OSError as exc:
+            out.append(f"broker {broker}: {exc!r}")
+            continue
+        short: dict[tuple[int, tuple[int, ...]], int] = {}
+        for t in meta.topics:
+            for p in t.partitions:
+                if len(p.isr_nodes) < 3:
+                    key = (p.leader_id, tuple(sorted(set(p.replica_nodes) - set(p.isr_nodes))))
+                    short[key] = short.get(key, 0) + 1
+        out.append(f"broker {broker} sees " + (", ".join(f"{n} led by {lead} missing {miss}"
+                                                          for (lead, miss), n in short.items()) or "all full"))
+    return "; ".join(out)
+
+
 def restart_until_isr(cluster: Cluster, topic: str, partitions: int, timeout: float) -> dict[str, Any]:
     """Stop one broker (SIGTERM: controlled shutdown) holding a replica of every partition, start it
     again, and time until every partition's ISR holds 3 replicas again on every broker's Metadata."""
@@ -170,7 +190,7 @@ def restart_until_isr(cluster: Cluster, topic: str, partitions: int, timeout: fl
     while not isr_full(cluster, topic, partitions, cluster.broker_ids):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{cluster.name}: ISR of {topic} not full {timeout:.0f} s after broker {broker} "
-                               "restarted")
+                               f"restarted: {_short_isrs(cluster, topic)}")
         time.sleep(0.05)  # poll interval of a measurement
     done = time.perf_counter()
     return {"broker": broker, "stop_s": round(stopped - started, 2), "listening_s": round(listening - stopped, 2),
