@@ -5,8 +5,11 @@ previous one's response has been written (and the transport's buffer has drained
 high-water mark), so responses leave in request order. Reading stops while a request is in
 hand and more arrives (after a probe of at most ``_READ_WHILE_IN_FLIGHT`` bytes), so a client
 that pipelines requests, or stops reading responses, holds at most one request in the broker's
-memory; the rest waits in the kernel. Nothing is kept per connection while it is idle: no
-buffer and no task (a task runs only while requests are being handled).
+memory; the rest waits in the kernel. Once a request is answered its task reads the next one
+straight from the socket when the kernel already holds it whole (``_read_ahead``), so a
+pipelined stream of requests is handled by one task without a loop turn per request. Nothing
+is kept per connection while it is idle: no buffer and no task (a task runs only while
+requests are being handled).
 
 Memory follows the bytes that arrived, never a declared size:
 
@@ -339,9 +342,47 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pending, self._pending = self._pending, None
         frame = self._parse(pending, shared=False) if pending else None
         if frame is None and not self._muted and not self.closed:
+            frame = self._read_ahead()
+        if frame is None and not self._muted and not self.closed:
             assert self.transport is not None
             self.transport.resume_reading()
         return frame
+
+    def _read_ahead(self) -> bytearray | None:
+        """The next request read straight from the socket, if the kernel already holds all of it.
+
+        A pipelining client's next request is usually there by the time the previous one is
+        answered; reading it here keeps it in this task (no loop turn, reading resumed and paused,
+        and task per request). The bytes read are what a transport read would have taken: at most
+        the rest of the frame in hand, or one shared buffer's worth (parsed as ``buffer_updated``
+        does). Over TLS the socket's bytes are ciphertext, so the transport reads them.
+        """
+        if self.security.ssl_context is not None or self._pending is not None:
+            return None  # TLS, or a size prefix cut short: left to the transport
+        try:
+            if self._partial is None:
+                shared = self.server.receive_buffer
+                received = os.readv(self._fd, [shared])
+                if not received:
+                    return None  # end of file: the transport sees it too
+                frame = self._parse(memoryview(shared)[:received], shared=True)
+                if frame is not None or self._partial is None:
+                    return frame
+            partial = self._partial
+            while self._filled < self._frame_size:
+                if self._filled == len(partial):
+                    partial.extend(bytes(self._partial_capacity(self._filled) - self._filled))
+                received = os.readv(self._fd, [memoryview(partial)[self._filled :]])
+                if not received:
+                    return None
+                self._filled += received
+        except (BlockingIOError, InterruptedError):
+            return None  # the rest has not arrived: the transport reads it
+        except OSError:
+            return None  # a reset: the transport reports it
+        self._partial = None
+        self._frame_size = -1
+        return partial
 
     # --- handling -------------------------------------------------------------------------
 

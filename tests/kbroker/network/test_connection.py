@@ -48,6 +48,7 @@ class FakeTransport:
         self.reading = True
         self.closing = False
         self.written: list[bytes] = []
+        self.client: socket.socket | None = None  # the client's end of the socket
 
     def get_extra_info(self, name: str) -> Any:
         return self.sock if name == "socket" else None
@@ -95,6 +96,7 @@ Run = Callable[..., None]
 def run() -> Iterator[Run]:
     """Run a scenario on a fresh loop with one connection of a SocketServer with ``settings``."""
     pair = socket.socketpair()
+    pair[0].setblocking(False)  # as every transport's socket is (the connection may read it directly)
 
     def runner(scenario: Scenario, settings: SocketServerSettings | None = None) -> None:
         async def main() -> None:
@@ -104,6 +106,7 @@ def run() -> Iterator[Run]:
             assert server.quotas.inc("127.0.0.1")
             connection = KafkaConnection(server, "PLAINTEXT", "127.0.0.1", "127.0.0.1:1")
             transport = FakeTransport(connection, pair[0])
+            transport.client = pair[1]
             connection.connection_made(transport)  # type: ignore[arg-type]
             await scenario(connection, transport, dispatcher)
         asyncio.run(main())
@@ -174,6 +177,25 @@ def test_responses_to_requests_handled_in_one_turn_leave_in_one_write_in_order(r
         assert feed(connection, transport, frame(b"one") + frame(b"two") + frame(b"three")) == b""
         await settle()
         assert transport.written == [frame(b"one") + frame(b"two") + frame(b"three")] and transport.reading
+
+    run(scenario)
+
+
+def test_pipelined_requests_the_kernel_holds_are_read_by_the_request_task(run: Run) -> None:
+    big = b"b" * 150_000
+    in_kernel = frame(b"two") + frame(big)[:70_000]  # the next request whole, the one after it in part
+
+    async def scenario(connection: KafkaConnection, transport: FakeTransport, dispatcher: FakeDispatcher) -> None:
+        assert transport.client is not None
+        transport.client.sendall(in_kernel)
+        assert feed(connection, transport, frame(b"one")) == b""
+        await settle()
+        assert dispatcher.frames == [b"one", b"two"]  # "two" straight from the socket, in the same task
+        assert transport.reading  # the rest of the large one comes through the transport
+        assert feed(connection, transport, frame(big)[70_000:]) == b""
+        await settle()
+        assert dispatcher.frames == [b"one", b"two", big]
+        assert b"".join(transport.written) == frame(b"one") + frame(b"two") + frame(big)
 
     run(scenario)
 
