@@ -32,6 +32,7 @@ from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.fetch_snapshot.v0 import request as fetch_snapshot_v0
 
 from kbroker.cluster.controller_channel import LocalControllerClient
+from kbroker.metrics.partition_changes import IsrChanges
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.node.meta_properties import adopt_cluster_id
 from kbroker.protocol.codec import build
@@ -129,6 +130,9 @@ class BrokerLifecycleManager:
         self._silent: tuple[int, int] | None = None
         self._connect()
         self.image = MetadataImage()
+        # IsrShrinksPerSec / IsrExpandsPerSec of the partitions led here, counted as records replay
+        self.isr_changes = IsrChanges(broker.node_id, lambda: not self.fenced)
+        self.image.on_partition = self.isr_changes.replayed
         self.next_metadata_offset = 0  # the first metadata log offset not yet replayed
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
@@ -448,6 +452,7 @@ class BrokerLifecycleManager:
     async def _load_snapshot(self, payloads: list[bytes], end_offset: int) -> None:
         """Replace the image by a snapshot's (what it no longer lists, the catalogue drops too)."""
         self.image = image_from_snapshot(payloads, end_offset)
+        self.image.on_partition = self.isr_changes.replayed
         self._whole_image = True
         self.next_metadata_offset = end_offset
         log.info("metadata snapshot loaded: %d records, up to offset %d", len(payloads), end_offset)

@@ -7,10 +7,9 @@ Kafka's MBeans: ``kafka.server:type=ReplicaManager,name=UnderReplicatedPartition
 ``kafka_server_replicamanager_underreplicatedpartitions``; a ``...PerSec`` meter's count becomes
 ``..._total`` with its MBean keys (topic, request, ...) as labels.
 
-ISR shrinks/expands and leader elections are counted from the partition registrations this
-collector sees change between two scrapes (a leader that changes, and whether it came from the
-previous ISR; an ISR that lost or gained members), so changes that revert between two scrapes
-are not seen; the counters only grow.
+ISR shrinks/expands and leader elections are counted as the node replays each partition change
+(kbroker.metrics.partition_changes), so every committed change counts, one that reverts before
+the next scrape too.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from prometheus_client.registry import Collector
 from kbroker.metrics.topic_metrics import BROKER_TOPIC_METRICS, BrokerTopicMetrics
 
 if TYPE_CHECKING:
+    from kbroker.metrics.partition_changes import IsrChanges
     from kbroker.node.broker import Broker
     from kbroker.node.controller_node import ControllerNode
 
@@ -52,19 +52,12 @@ class NodeCollector(Collector):
     def __init__(self, services: NodeRoles, topics: BrokerTopicMetrics = BROKER_TOPIC_METRICS) -> None:
         self.services = services
         self.topics = topics
-        # What the last scrape saw, to count changes: (topic, partition) -> ISR / (leader, ISR)
-        self._led_isr: dict[tuple[str, int], tuple[int, ...]] = {}
-        self._leaders: dict[tuple[str, int], tuple[int, tuple[int, ...]]] = {}
-        self.isr_shrinks = 0
-        self.isr_expands = 0
-        self.elections = 0
-        self.unclean_elections = 0
 
     def collect(self) -> Iterator[Metric]:
         yield from self._topic_metrics()
         broker, controller = self.services.broker, self.services.controller
         if broker is not None and broker.lifecycle is not None:
-            yield from self._replica_manager(broker)
+            yield from self._replica_manager(broker, broker.lifecycle.isr_changes)
             yield from self._logs(broker)
             yield from self._groups(broker)
         if controller is not None:
@@ -86,21 +79,12 @@ class NodeCollector(Collector):
         yield _counter(prefix + "totalfetchrequests", "Fetch partitions asked for (TotalFetchRequestsPerSec count)",
                        t.total_fetch_requests)
 
-    def _replica_manager(self, broker: Broker) -> Iterator[Metric]:
+    def _replica_manager(self, broker: Broker, isr_changes: IsrChanges) -> Iterator[Metric]:
         partitions = list(broker.replica_manager.partitions.values())
         led = [p for p in partitions if p.is_leader]
         under_replicated = sum(1 for p in led if len(p.isr) < len(p.replicas))
         under_min_isr = sum(1 for p in led if len(p.isr) < p.effective_min_isr())
         at_min_isr = sum(1 for p in led if len(p.isr) == p.effective_min_isr())
-        seen = {}
-        for p in led:
-            isr = tuple(sorted(p.isr))
-            before = self._led_isr.get((p.topic, p.index))
-            if before is not None and isr != before:
-                self.isr_shrinks += bool(set(before) - set(isr))
-                self.isr_expands += bool(set(isr) - set(before))
-            seen[(p.topic, p.index)] = isr
-        self._led_isr = seen
         prefix = "kafka_server_replicamanager_"
         for name, doc, value in (
             ("partitioncount", "Partitions hosted here", len(partitions)),
@@ -111,9 +95,9 @@ class NodeCollector(Collector):
         ):
             yield GaugeMetricFamily(prefix + name, doc, value=value)
         yield CounterMetricFamily(prefix + "isrshrinks", "ISR shrinks of partitions led here (IsrShrinksPerSec "
-                                  "count; changes seen between scrapes)", value=self.isr_shrinks)
+                                  "count)", value=isr_changes.shrinks)
         yield CounterMetricFamily(prefix + "isrexpands", "ISR expansions of partitions led here (IsrExpandsPerSec "
-                                  "count; changes seen between scrapes)", value=self.isr_expands)
+                                  "count)", value=isr_changes.expands)
 
     def _logs(self, broker: Broker) -> Iterator[Metric]:
         labels = ["topic", "partition"]
@@ -173,24 +157,15 @@ class NodeCollector(Collector):
              sum(1 for *_k, r in registrations if r.replicas and r.leader != r.replicas[0])),
         ):
             yield GaugeMetricFamily(prefix + name, doc, value=value)
-        seen = {}
-        for topic, index, registration in registrations:
-            before = self._leaders.get((topic, index))
-            if before is not None and registration.leader >= 0 and registration.leader != before[0]:
-                self.elections += 1
-                self.unclean_elections += registration.leader not in before[1]
-            seen[(topic, index)] = (registration.leader, tuple(registration.isr))
-        if active:
-            self._leaders = seen
         stats = "kafka_controller_controllerstats_"
         # A Kafka timer: the exporter renders its count as ``_count`` (no sum, no buckets).
         elections = Metric(stats + "leaderelectionrateandtimems_count", "Leader changes the active controller made "
-                           "(LeaderElectionRateAndTimeMs count; seen between scrapes)", "unknown")
-        elections.add_sample(stats + "leaderelectionrateandtimems_count", {}, self.elections)
+                           "(LeaderElectionRateAndTimeMs count)", "unknown")
+        elections.add_sample(stats + "leaderelectionrateandtimems_count", {}, controller.elections.elections)
         yield elections
         yield CounterMetricFamily(stats + "uncleanleaderelections", "Leaders taken from outside the ISR "
-                                  "(UncleanLeaderElectionsPerSec count; seen between scrapes)",
-                                  value=self.unclean_elections)
+                                  "(UncleanLeaderElectionsPerSec count)",
+                                  value=controller.elections.unclean)
 
     def _connections(self, broker: Broker | None, controller: ControllerNode | None) -> Metric:
         """socket-server-metrics connection-count per listener (kbroker has one network loop:

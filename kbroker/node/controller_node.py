@@ -29,6 +29,7 @@ from kbroker.config.settings import socket_server_settings
 from kbroker.controller_handlers import CONTROLLER_HANDLERS
 from kbroker.controller_handlers.services import ControllerServices
 from kbroker.handlers.security import SecurityFeatures
+from kbroker.metrics.partition_changes import Elections
 from kbroker.network.dispatcher import Dispatcher
 from kbroker.network.socket_server import SocketServer
 from kbroker.node.meta_properties import adopt_cluster_id, random_id
@@ -90,6 +91,9 @@ class ControllerNode:
             broker_default=config.get,
             disconnect_fence_ms=config.get_int("kbroker.broker.disconnect.fence.ms"),
         ), self._propose)
+        # ControllerStats' leader elections, counted as the active controller commits them
+        self.elections = Elections()
+        self.controller.image.on_partition = self.elections.replayed
         # Kafka's controllers authorize their own clients too (CreateAcls/DeleteAcls sent to the
         # controller listener), from the ACLs in the active controller's image.
         self.security = SecurityFeatures(authorizer=configured_authorizer(

@@ -17,7 +17,7 @@ written as a whole PartitionRecord rather than a PartitionChangeRecord delta.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, assert_never
 
@@ -129,6 +129,9 @@ class MetadataImage:
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         # Recorded only where a publisher takes them (a broker's image; the controller's keeps none).
         self.changes: ImageChanges | None = None
+        # Told (topic, partition, registration before or None, after) of every PartitionRecord
+        # applied: the node's counts of ISR changes and elections (kbroker.metrics.partition_changes).
+        self.on_partition: Callable[[str, int, PartitionRegistration | None, PartitionRegistration], None] | None = None
 
     def take_changes(self) -> ImageChanges:
         """The changes recorded since the last call; from now on changes are recorded afresh."""
@@ -160,7 +163,10 @@ class MetadataImage:
                     self.changes.partitions.add((owner.name, record.partition))
                     if record.partition not in owner.partitions:
                         self.changes.topics.add(owner.name)  # its partition count grows
-                owner.partitions[record.partition] = record.registration()
+                after = record.registration()
+                if self.on_partition is not None:
+                    self.on_partition(owner.name, record.partition, owner.partitions.get(record.partition), after)
+                owner.partitions[record.partition] = after
             case RemoveTopicRecord():
                 removed = self.topics_by_id.pop(record.topic_id, None)
                 if removed is not None:

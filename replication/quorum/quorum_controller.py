@@ -99,6 +99,7 @@ class QuorumController:
             for batch in self.log.iter_batches():
                 for offset, record in decode_batch(batch):
                     image.apply(offset, record)
+        image.on_partition = self.image.on_partition  # the node's election counts go on
         self.image = image
         self.epoch = epoch
         self.active = True

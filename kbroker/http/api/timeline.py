@@ -11,7 +11,8 @@ controller's latest snapshot are not in the log any more: the timeline then star
 snapshot (``history_starts_at``).
 
 An election is unclean when the new leader was neither in the ISR nor in the ELR of the
-registration before it (Kafka's unclean.leader.election.enable). Records the old leader held
+registration before it (Kafka's unclean.leader.election.enable; the rule /metrics counts
+elections by, kbroker.metrics.partition_changes.leader_change). Records the old leader held
 past the new leader's log end were truncated; where this broker holds a replica, its
 leader-epoch checkpoint gives the offset the new epoch started at, which is that truncation
 point (``truncated_from``).
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.fetch.v12 import request as fetch_v12
 
+from kbroker.metrics.partition_changes import UNCLEAN_ELECTION, leader_change
 from kbroker.protocol.codec import build
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.records import batch_size_at, iter_records, read_header
@@ -62,15 +64,8 @@ def _describe_change(before: PartitionRegistration | None, after: PartitionRegis
     if before is None:
         return {"kind": "created", "leader": after.leader, "leader_epoch": after.leader_epoch}
     change: JSON = {}
-    if after.leader_epoch != before.leader_epoch or after.leader != before.leader:
-        if after.leader < 0:
-            kind = "offline"
-        elif after.leader == before.leader:
-            kind = "leader_epoch_bump"
-        elif after.leader in before.isr or after.leader in before.elr:
-            kind = "election"
-        else:
-            kind = "unclean_election"
+    kind = leader_change(before, after)
+    if kind is not None:
         change.update(kind=kind, previous_leader=before.leader, leader=after.leader,
                       previous_leader_epoch=before.leader_epoch, leader_epoch=after.leader_epoch)
     else:
@@ -204,7 +199,7 @@ class ReplicationTimeline:
         replicas = set(history.last.replicas) if history.last is not None else set()
         events = [dict(event) for event in history.events]
         for event in events:
-            if event["kind"] == "unclean_election":
+            if event["kind"] == UNCLEAN_ELECTION:
                 event["truncated_from"] = self._epoch_start(topic, index, event["leader_epoch"])
         since = events[0]["metadata_offset"] if events else self.next_offset
         events += [dict(event) for event in self.broker_events

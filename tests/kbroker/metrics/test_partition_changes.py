@@ -1,0 +1,68 @@
+"""ISR shrinks/expands and elections are counted as each PartitionRecord is replayed, so a change
+that reverts before the next scrape still counts once each way."""
+
+from __future__ import annotations
+
+import uuid
+
+from kbroker.replication.quorum.metadata_image import MetadataImage
+from kbroker.replication.quorum.metadata_records import PartitionRecord, TopicRecord
+from kbroker.replication.quorum.partition_registration import PartitionRegistration
+
+from kbroker.metrics.partition_changes import Elections, IsrChanges
+
+TOPIC_ID = uuid.uuid4()
+
+
+def image_with(listener: object) -> MetadataImage:
+    image = MetadataImage()
+    image.on_partition = listener  # type: ignore[assignment]
+    image.apply(0, TopicRecord("t", TOPIC_ID))
+    return image
+
+
+def replay(image: MetadataImage, *registrations: PartitionRegistration) -> None:
+    for registration in registrations:
+        image.apply(image.offset + 1, PartitionRecord.of(TOPIC_ID, 0, registration))
+
+
+def test_an_isr_shrink_undone_before_a_scrape_counts_once_each_way() -> None:
+    serving = True
+    changes = IsrChanges(1, lambda: serving)
+    image = image_with(changes.replayed)
+    replay(image,
+           PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 0, 0),  # created: no change counted
+           PartitionRegistration((1, 2, 3), (1, 2), 1, 0, 1),  # 3 falls behind
+           PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 0, 2))  # and catches up
+    assert (changes.shrinks, changes.expands) == (1, 1)
+    # An election that drops the old leader is the controller's change, not this leader's shrink.
+    replay(image, PartitionRegistration((1, 2, 3), (2, 3), 2, 1, 3),
+           PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 2, 4))
+    assert (changes.shrinks, changes.expands) == (1, 1)
+    # Another broker's partition, and history replayed while starting (not serving), count nothing.
+    replay(image, PartitionRegistration((1, 2, 3), (1, 2), 2, 3, 5))
+    serving = False
+    replay(image, PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 4, 6),
+           PartitionRegistration((1, 2, 3), (1, 3), 1, 4, 7))
+    assert (changes.shrinks, changes.expands) == (1, 1)
+
+
+def test_elections_clean_and_unclean() -> None:
+    elections = Elections()
+    image = image_with(elections.replayed)
+    replay(image,
+           PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 0, 0),
+           PartitionRegistration((1, 2, 3), (1, 2), 1, 0, 1),  # an ISR change: no election
+           PartitionRegistration((1, 2, 3), (2,), 2, 1, 2),  # 1 dies: 2 from the ISR
+           PartitionRegistration((1, 2, 3), (2,), -1, 2, 3),  # 2 dies: offline
+           PartitionRegistration((1, 2, 3), (3,), 3, 3, 4),  # 3 was not in the ISR: unclean
+           PartitionRegistration((1, 2, 3), (3,), 3, 4, 5))  # same leader, new epoch: no election
+    assert (elections.elections, elections.unclean) == (2, 1)
+
+
+def test_an_elr_member_is_a_clean_election() -> None:
+    elections = Elections()
+    image = image_with(elections.replayed)
+    replay(image, PartitionRegistration((1, 2, 3), (1,), 1, 0, 0, elr=(2,)),
+           PartitionRegistration((1, 2, 3), (2,), 2, 1, 1))
+    assert (elections.elections, elections.unclean) == (1, 0)
