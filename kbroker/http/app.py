@@ -75,6 +75,7 @@ async def _metrics(request: web.Request) -> web.Response:
     """Prometheus text format 0.0.4, rendered by prometheus-client."""
     metrics = request.app[SERVICES_KEY].metrics
     assert metrics is not None
+    await metrics.before_scrape()
     return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kbroker.metrics.end_offsets import end_offsets, local_end_offset
 from kbroker.metrics.topic_metrics import BROKER_TOPIC_METRICS, BrokerTopicMetrics
 
 if TYPE_CHECKING:
@@ -52,6 +53,19 @@ class NodeCollector(Collector):
     def __init__(self, services: NodeRoles, topics: BrokerTopicMetrics = BROKER_TOPIC_METRICS) -> None:
         self.services = services
         self.topics = topics
+        # The end offsets of committed partitions this broker holds no replica of, asked of their
+        # leaders just before each scrape (refresh_end_offsets), for kafka_consumergroup_lag.
+        self.remote_end_offsets: dict[tuple[str, int], int] = {}
+
+    async def refresh_end_offsets(self) -> None:
+        """Ask the leaders of committed partitions this broker holds no replica of for their end
+        offsets (a bounded wait: kbroker.metrics.end_offsets)."""
+        broker = self.services.broker
+        if broker is None or broker.lifecycle is None:
+            return
+        remote = {key for offsets in broker.offset_store.committed.values() for key in offsets
+                  if local_end_offset(broker, key) is None}
+        self.remote_end_offsets = await end_offsets(broker, remote) if remote else {}
 
     def collect(self) -> Iterator[Metric]:
         yield from self._topic_metrics()
@@ -116,8 +130,8 @@ class NodeCollector(Collector):
 
     def _groups(self, broker: Broker) -> Iterator[Metric]:
         """Groups coordinated here, and kafka_exporter's offsets and lag of their committed
-        partitions (lag: the partition's high watermark minus the committed offset, where this
-        broker hosts the partition)."""
+        partitions (lag: the partition's high watermark minus the committed offset; the high
+        watermark of this broker's replica, else the one its leader gave before the scrape)."""
         yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                                 "Groups coordinated here (GroupMetadataManager NumGroups)",
                                 value=len(broker.group_coordinator.registry.ids()))
@@ -126,14 +140,15 @@ class NodeCollector(Collector):
                                     "(kafka_exporter)", labels=labels)
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the group's committed offset "
                                 "(kafka_exporter)", labels=labels)
-        partitions = broker.replica_manager.partitions
         for group, offsets in sorted(broker.offset_store.committed.items()):
             for (topic, index), committed in sorted(offsets.items()):
                 key = [group, topic, str(index)]
                 current.add_metric(key, committed.offset)
-                partition = partitions.get((topic, index))
-                if partition is not None and partition.is_leader:
-                    lag.add_metric(key, max(partition.high_watermark - committed.offset, 0))
+                end = local_end_offset(broker, (topic, index))
+                if end is None:
+                    end = self.remote_end_offsets.get((topic, index))
+                if end is not None:
+                    lag.add_metric(key, max(end - committed.offset, 0))
         yield current
         yield lag
 

@@ -28,9 +28,15 @@ class NodeMetrics:
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         self.requests = RequestMetrics(self.registry)
-        self.registry.register(NodeCollector(services))
+        self.node = NodeCollector(services)
+        self.registry.register(self.node)
         self.registry.register(TelemetryCollector(CLIENT_TELEMETRY))
         self.event_loop_lag = EventLoopLag(self.registry)
+
+    async def before_scrape(self) -> None:
+        """Fetch what a scrape needs from other brokers (a bounded wait, off the collectors,
+        which prometheus-client calls synchronously)."""
+        await self.node.refresh_end_offsets()
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every family."""

@@ -3,7 +3,10 @@ when a broker dies, the partitions it followed show as under-replicated on their
 counts one ISR shrink on its leader, a partition it led gets a new leader (one clean election
 each, counted by the active controller), and the controller reports one fenced broker and no
 offline partition. The counts are exact with no scrape before the kill: they are counted as the
-metadata records replay, not by comparing scrapes."""
+metadata records replay, not by comparing scrapes.
+
+A group's lag (kafka_exporter's kafka_consumergroup_lag) is on its coordinator's /metrics for
+every partition it committed, also those whose only replica is on another broker."""
 
 from __future__ import annotations
 
@@ -13,12 +16,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from kbroker.testing.local import HOST, LocalBroker, LocalCluster, free_port
 
 TOPIC = "replicated"
 PARTITIONS = 3
+LAGGED = "lagged"
+GROUP = "lag-group"
+RECORDS = {0: 30, 1: 20, 2: 10}
+COMMITTED = {0: 5, 1: 20, 2: 1}
 DEADLINE_S = 60.0
 
 
@@ -83,3 +91,36 @@ def test_a_dead_broker_shows_on_the_survivors_and_the_controller(
     elections = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
     assert after[(elections, ())] - before[(elections, ())] == PARTITIONS - led_by_survivors
     assert after[("kafka_controller_controllerstats_uncleanleaderelections_total", ())] == 0
+
+
+def test_group_lag_covers_partitions_on_other_brokers(cluster: tuple[LocalCluster, dict[int, str]]) -> None:
+    nodes, http = cluster
+    nodes.create_topic(LAGGED, len(RECORDS), 1)  # one replica each: each broker holds one partition only
+    producer = Producer({"bootstrap.servers": nodes.bootstrap_servers})
+    for partition, count in RECORDS.items():
+        for i in range(count):
+            producer.produce(LAGGED, value=b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": nodes.bootstrap_servers, "group.id": GROUP,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(LAGGED, p, o) for p, o in COMMITTED.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+    def lags() -> dict[int, dict[int, float]]:
+        """broker -> partition -> lag, for the brokers that export the group's lag."""
+        found: dict[int, dict[int, float]] = {}
+        for broker in nodes.brokers:
+            for (name, labels), value in scrape(http[broker.node_id]).items():
+                tags = dict(labels)
+                if name == "kafka_consumergroup_lag" and tags["consumergroup"] == GROUP:
+                    found.setdefault(broker.node_id, {})[int(tags["partition"])] = value
+        return found
+
+    wait_until(lambda: any(len(by_partition) == len(RECORDS) for by_partition in lags().values()),
+               "the coordinator exports the lag of every committed partition")
+    (coordinator, by_partition), = lags().items()
+    assert by_partition == {p: RECORDS[p] - COMMITTED[p] for p in RECORDS}
+    # Two of the three partitions have their only replica on another broker than the coordinator.
+    assert sum(nodes.leader(LAGGED, p) != coordinator for p in RECORDS) == 2
