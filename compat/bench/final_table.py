@@ -31,8 +31,8 @@ HERE = Path(__file__).resolve().parent
 # (single-node flags, replicated flags) at full and smoke size
 FULL = (["--workloads", "P2,P4,P7", "--drivers", "rdk", "--produce-mib", "128", "--p2-records", "300000",
          "--backlog-gib", "0.25", "--no-plot", "--no-limits"],
-        ["--workloads", "P3,P6,P8", "--latency-seconds", "10", "--burst", "30000", "--throughput-mib", "32",
-         "--idle-seconds", "10", "--p8-seconds", "15"])
+        ["--workloads", "P3,P6,P8", "--latency-seconds", "10", "--burst", "20000", "--warmup-seconds", "15",
+         "--throughput-mib", "32", "--idle-seconds", "10", "--p8-seconds", "15"])
 SMOKE = (["--workloads", "P2,P4,P7", "--drivers", "rdk", "--smoke", "--no-plot", "--no-limits"],
          ["--workloads", "P3,P6,P8", "--smoke"])
 

@@ -393,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-seconds", type=float, help="timed seconds of the latency phase (30)")
     parser.add_argument("--throughput-mib", type=int, help="MiB per throughput run (128)")
     parser.add_argument("--idle-seconds", type=float, help="P6 idle-CPU window (30)")
+    parser.add_argument("--warmup-seconds", type=float, help="paced untimed seconds after the burst (4); the "
+                        "stock-JVM Kafka's ack latency was still falling after 4 s on this machine")
     parser.add_argument("--p8-rate", type=float, help="P8 records/s over the 3 producers (6000)")
     parser.add_argument("--p8-seconds", type=float, help="P8 timed seconds (30; untimed warm-up a third of it)")
     parser.add_argument("--burst", type=int, help="untimed records sent at full speed before the latency phase "
@@ -414,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     scale = Scale.smoke() if args.smoke else Scale()
     overrides = {"rate": args.rate, "latency_seconds": args.latency_seconds, "idle_seconds": args.idle_seconds,
                  "throughput_bytes": args.throughput_mib and args.throughput_mib << 20, "p8_rate": args.p8_rate,
+                 "warmup_seconds": args.warmup_seconds,
                  "p8_seconds": args.p8_seconds, "p8_warmup_seconds": args.p8_seconds and args.p8_seconds / 3}
     scale = replace(scale, **{k: v for k, v in overrides.items() if v})
     if args.burst is not None:
