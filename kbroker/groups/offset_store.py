@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from kbroker.metrics.topic_metrics import BROKER_TOPIC_METRICS
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.internal_records import (
     GroupMetadataValue,
@@ -198,7 +199,13 @@ class OffsetStore:
             attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0,
         )
         partition = self.replica_manager.get_partition(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
-        partition.append_as_leader(memoryview(bytearray(batch)), -1, now_ms, from_coordinator=producer_id >= 0)
+        records_view = memoryview(bytearray(batch))
+        try:
+            partition.append_as_leader(records_view, -1, now_ms, from_coordinator=producer_id >= 0)
+        except (OSError, KafkaError):
+            BROKER_TOPIC_METRICS.produced(CONSUMER_OFFSETS_TOPIC, records_view, appended=False)
+            raise
+        BROKER_TOPIC_METRICS.produced(CONSUMER_OFFSETS_TOPIC, records_view, appended=True)  # as Kafka counts it
 
     def commit(self, group: str, offsets: Offsets) -> None:
         """A plain (non-transactional) commit: written, then visible."""

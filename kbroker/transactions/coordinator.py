@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kbroker.coordinator_errors import coordinator_write_error
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC, OffsetStore
+from kbroker.metrics.topic_metrics import BROKER_TOPIC_METRICS
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.storage.clock import SYSTEM_CLOCK, Clock
 from kbroker.transactions.transaction_log import (
@@ -220,7 +221,9 @@ class TransactionCoordinator:
             # acks=all: refused (NOT_ENOUGH_REPLICAS) while the ISR is under min.insync.replicas.
             partition.append_as_leader(batch, -1, now)
         except (OSError, KafkaError) as exc:  # nothing of the new state is kept
+            BROKER_TOPIC_METRICS.produced(TRANSACTION_STATE_TOPIC, batch, appended=False)
             raise KafkaError(coordinator_write_error(exc), f"{TRANSACTION_STATE_TOPIC}-{index}: {exc}") from exc
+        BROKER_TOPIC_METRICS.produced(TRANSACTION_STATE_TOPIC, batch, appended=True)  # as Kafka counts it
         pending = PendingTransition(metadata, coordinator_epoch, asyncio.get_running_loop().create_future(), then)
         self.pending[transactional_id] = pending
         end = partition.log_end_offset

@@ -25,6 +25,7 @@ from tests.broker_process import BrokerProcess, free_port
 
 TOPIC = "metrics-topic"
 GROUP = "metrics-group"
+TXN_TOPIC = "metrics-transactions"
 RECORDS = {0: 300, 1: 200}  # per partition
 COMMITTED = {0: 120, 1: 200}
 DEADLINE_S = 60.0
@@ -144,6 +145,34 @@ def test_metrics_match_what_the_clients_did(broker: tuple[BrokerProcess, str]) -
     names = families(http)
     missing = {name for name in REQUIRED_FAMILIES if name not in names and name + "_count" not in names}
     assert not missing, f"missing Kafka metric names: {sorted(missing)}"
+
+
+def test_coordinator_appends_count_as_messages_and_bytes_in(broker: tuple[BrokerProcess, str]) -> None:
+    """Kafka's BrokerTopicMetrics count what the group and transaction coordinators append to
+    __consumer_offsets and __transaction_state too: on a node whose internal logs only they write,
+    messages in equal the logs' end offsets and bytes in their sizes."""
+    proc, http = broker
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic(TXN_TOPIC, num_partitions=1, replication_factor=1)])[TXN_TOPIC].result(timeout=30)
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": "metrics-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(TXN_TOPIC, value=b"in a transaction")
+    producer.commit_transaction(30)
+    consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(TXN_TOPIC, 0, 1)], asynchronous=False)
+    consumer.close()
+
+    samples = scrape(http)
+    for topic in ("__consumer_offsets", "__transaction_state"):
+        def summed(name: str, topic: str = topic) -> float:
+            return sum(value for (family, labels), value in samples.items()
+                       if family == name and dict(labels).get("topic") == topic)
+        counted = (("topic", topic),)
+        assert samples[("kafka_server_brokertopicmetrics_messagesin_total", counted)] > 0
+        assert samples[("kafka_server_brokertopicmetrics_messagesin_total", counted)] == \
+            summed("kafka_log_log_logendoffset")
+        assert samples[("kafka_server_brokertopicmetrics_bytesin_total", counted)] == summed("kafka_log_log_size")
 
 
 def test_http_listener_is_off_when_unset(tmp_path: Path) -> None:
