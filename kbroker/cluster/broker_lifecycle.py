@@ -11,7 +11,8 @@ the ForwardingController (catalogue and replicas). It registers the broker
 told its epoch is stale, and on shutdown asks for a controlled shutdown so leadership moves
 away before the process exits. It also carries AlterPartition and AllocateProducerIds to the
 controller: in process when the active controller is the local voter (LocalControllerClient),
-else over a socket bound to this broker's own address.
+else over a socket bound to this broker's own address. Which voter that is, and the connections
+to it, is ControllerLocator's part (controller_locator.py).
 """
 
 from __future__ import annotations
@@ -31,22 +32,19 @@ from kio.schema.broker_registration.v4 import request as registration_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.fetch_snapshot.v0 import request as fetch_snapshot_v0
 
-from kbroker.cluster.controller_channel import LocalControllerClient
+from kbroker.cluster.controller_locator import ControllerLocator, LocalVoter
 from kbroker.metrics.partition_changes import IsrChanges
-from kbroker.network.dispatcher import Dispatcher
 from kbroker.node.meta_properties import adopt_cluster_id
 from kbroker.protocol.codec import build
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.records import batch_size_at, read_header
 from kbroker.replication.forwarding_controller import ForwardingController
-from kbroker.replication.inter_broker_client import InterBrokerClient, LinkSecurity
+from kbroker.replication.inter_broker_client import LinkSecurity
 from kbroker.replication.loop_turns import LoopTurns
 from kbroker.replication.quorum import raft_snapshot
 from kbroker.replication.quorum.metadata_image import METADATA_TOPIC, MetadataImage, decode_batch
 from kbroker.replication.quorum.metadata_snapshot import image_from_snapshot
 from kbroker.replication.quorum.partition_registration import PartitionRegistration
-from kbroker.replication.quorum.quorum_controller import QuorumController
-from kbroker.replication.quorum.raft import RaftNode
 from kbroker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -87,28 +85,7 @@ class LifecycleBroker(Protocol):
     controller: ForwardingController  # the catalogue the replayed metadata is handed to
 
 
-class LocalVoter(Protocol):
-    """What the lifecycle uses of its own node's controller voter (a combined node)."""
-
-    @property
-    def node_id(self) -> int: ...
-
-    @property
-    def controller(self) -> QuorumController: ...
-
-    @property
-    def dispatcher(self) -> Dispatcher[Any]: ...
-
-    @property
-    def high_watermark(self) -> int: ...
-
-    @property
-    def raft(self) -> RaftNode | None: ...
-
-    def metadata_batches(self, start: int) -> bytes: ...
-
-
-class BrokerLifecycleManager:
+class BrokerLifecycleManager(ControllerLocator):
     def __init__(self, broker: LifecycleBroker, settings: LifecycleSettings, bind_host: str, host: str, port: int,
                  local_controller: LocalVoter | None = None,
                  endpoints: tuple[tuple[str, str, int, int], ...] = ()) -> None:
@@ -118,17 +95,12 @@ class BrokerLifecycleManager:
         # Every (advertised) broker listener: name, host, port, security protocol id; registered
         # so each client is told the endpoints of the listener it came on.
         self.endpoints = endpoints or ((settings.inter_broker_listener_name, host, port, 0),)
-        self.voters = {node: (h, p) for node, h, p in settings.quorum_voters}
-        self.source = bind_host or None
-        self.local_controller = local_controller  # this node's own voter (combined node), if any
-        # The active controller, as far as we know: our own voter first, else the first one.
-        self.controller_id = broker.node_id if local_controller is not None else next(iter(self.voters))
-        # A broker-only node learns the quorum leader from its metadata fetches' answers
-        # (current_leader): the leader and epoch of the last answer, and the (voter, epoch) whose
-        # fetch timed out, so that other voters' stale word naming it is not followed back to it.
-        self._fetched_leader: tuple[int, int] | None = None
-        self._silent: tuple[int, int] | None = None
-        self._connect()
+        # Set by stop(): the loops also end on it, because Python 3.11's asyncio.wait_for can lose a
+        # cancellation that arrives together with the awaited answer; a loop that went on then kept
+        # the process alive after "shut down cleanly" until it was killed.
+        self._stopped = False
+        self._start_locating(broker.node_id, settings.quorum_voters, bind_host or None, local_controller,
+                             settings.controller_security)
         self.image = MetadataImage()
         # IsrShrinksPerSec / IsrExpandsPerSec of the partitions led here, counted as records replay
         self.isr_changes = IsrChanges(broker.node_id, lambda: not self.fenced)
@@ -143,10 +115,6 @@ class BrokerLifecycleManager:
         self._replayed = asyncio.Event()  # set whenever records have been applied to the image
         self._cluster_id_known = asyncio.Event()
         self._shutting_down = False
-        # Set by stop(): the loops also end on it, because Python 3.11's asyncio.wait_for can lose a
-        # cancellation that arrives together with the awaited answer; a loop that went on then kept
-        # the process alive after "shut down cleanly" until it was killed.
-        self._stopped = False
         self._tasks: list[asyncio.Task[None]] = []
         self._published = False  # the image has reached the catalogue and replicas (see _publish)
         # The next publish hands over the whole image, not its changes: the first one, and one
@@ -191,72 +159,6 @@ class BrokerLifecycleManager:
                 log.warning("controlled shutdown: %s", exc)
             await asyncio.sleep(RETRY_BACKOFF_S)
         log.warning("controlled shutdown did not complete within %.0f s", CONTROLLED_SHUTDOWN_TIMEOUT_S)
-
-    def _connect(self) -> None:
-        host, port = self.voters[self.controller_id]
-        client_id = f"broker-{self.broker.node_id}"
-        self.control: InterBrokerClient | LocalControllerClient
-        self.heartbeats: InterBrokerClient | LocalControllerClient
-        if self.local_controller is not None and self.controller_id == self.broker.node_id:
-            self.control = LocalControllerClient(self.local_controller.node_id, self.local_controller.dispatcher,
-                                                 client_id)
-            self.heartbeats = self.control  # in process: no connection whose closing could fence us
-        else:
-            security = self.settings.controller_security
-            self.control = InterBrokerClient(host, port, self.source, client_id, security)
-            # Registration and heartbeats get a connection of their own (Kafka's lifecycle manager
-            # has its own channel too): the controller fences a broker soon after the broker side
-            # closes the connection its heartbeats came on (kbroker.broker.disconnect.fence.ms), and
-            # a forwarded admin request that times out closes ``control``.
-            self.heartbeats = InterBrokerClient(host, port, self.source, client_id + "-heartbeat", security)
-        # Separate connections: a heartbeat never waits behind a long-polling metadata fetch.
-        self.metadata = InterBrokerClient(host, port, self.source, client_id + "-metadata",
-                                          self.settings.controller_security)
-
-    def _find_controller(self, hint: int | None = None, failed: object = None) -> None:
-        """Talk to another voter: the leader a controller named, or the next one in turn.
-        ``failed`` is the client whose request failed: when an earlier switch (by another of
-        this broker's loops) has already replaced it, its failure says nothing about the current
-        controller, and switching again would have the loops close each other's new connections
-        in turn (seen: a broker flipping between two voters every 100 ms, fenced for a minute)."""
-        if self._stopped or (failed is not None and failed not in (self.control, self.heartbeats, self.metadata)):
-            return
-        if hint is None:
-            hint = self._quorum_leader()
-            if hint == self.controller_id:
-                return  # the quorum still names it: retry there (a silent leader is noticed by the metadata fetch)
-        if hint is None or hint not in self.voters or hint == self.controller_id:
-            if len(self.voters) == 1:
-                return
-            ids = sorted(self.voters)
-            candidates = [v for v in ids if self._silent is None or v != self._silent[0]] or ids
-            later = [v for v in candidates if v > self.controller_id]
-            hint = later[0] if later else candidates[0]
-            if hint == self.controller_id:
-                return
-        log.info("switching to controller %d", hint)
-        self._fetched_leader = None  # until the new one answers
-        self.control.close()
-        self.heartbeats.close()
-        self.metadata.close()
-        self.controller_id = hint
-        self._connect()
-
-    def _quorum_leader(self) -> int | None:
-        """The quorum leader as this node knows it: its own voter's Raft state on a combined node
-        (the broker shares its node's Raft client, as in Kafka), else the last metadata fetch's answer."""
-        if self.local_controller is not None:
-            raft = self.local_controller.raft
-            return None if raft is None else raft.leader_id
-        return None if self._fetched_leader is None else self._fetched_leader[0]
-
-    def _follow_quorum_leader(self) -> None:
-        """Move to the voter the quorum now names as leader, at once: the in-flight requests to the
-        previous one fail (their connections close) and are sent again to the new one, within the
-        fresh session a newly active controller gives every broker."""
-        leader = self._quorum_leader()
-        if leader is not None and leader != self.controller_id and leader in self.voters:
-            self._find_controller(leader)
 
     def stop(self) -> None:
         self._stopped = True
@@ -380,26 +282,39 @@ class BrokerLifecycleManager:
                     last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=METADATA_FETCH_MAX_BYTES,
                 ),)),),
             )
-            client = self.metadata
+            client, asked = self.metadata, self.metadata_voter
             timeout_s = max(self.settings.fetch_timeout_ms, 2 * METADATA_FETCH_WAIT_MS) / 1000
             try:
                 response = await client.request(1, 12, request, timeout_s=timeout_s)
             except (ConnectionError, TimeoutError) as exc:
-                log.debug("metadata fetch failed: %s", exc)
-                if isinstance(exc, TimeoutError) and self._fetched_leader is not None:
-                    self._silent = self._fetched_leader
-                self._fetched_leader = None
-                self._find_controller(failed=client)
+                log.debug("metadata fetch from voter %d failed: %s", asked, exc)
+                if self._fetched_leader is not None and self._fetched_leader[0] == asked:
+                    # KRaft's observer gives up a leader unheard of for controller.quorum.fetch.timeout.ms
+                    # and asks the other voters; their word naming it is stale until they elect.
+                    self._silent = (*self._fetched_leader, time.monotonic() + 2 * timeout_s)
+                    self._fetched_leader = None
+                if client is self.metadata and len(self.voters) > 1:
+                    self._ask_voter(self._next_voter(asked))
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             data = response.responses[0].partitions[0]
             leader, epoch = data.current_leader.leader_id, data.current_leader.leader_epoch
             if data.error_code == ErrorCode.not_leader_or_follower:
-                stale = self._silent is not None and leader == self._silent[0] and epoch <= self._silent[1]
-                self._find_controller(leader if leader >= 0 and not stale else None, failed=client)
+                stale = (leader == self._silent_voter() and self._silent is not None and epoch <= self._silent[1])
+                if leader == asked:
+                    pass  # elected, not active yet: ask it again
+                elif leader >= 0 and leader in self.voters and not stale:
+                    if leader != self.controller_id:
+                        self._find_controller(leader, failed=client)  # everything moves to the new leader
+                    else:
+                        self._ask_voter(leader)  # back to the controller we had: it still leads
+                elif client is self.metadata and len(self.voters) > 1:
+                    self._ask_voter(self._next_voter(asked))
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
-            if leader == self.controller_id:
+            if leader == asked:
+                if asked != self.controller_id:
+                    self._find_controller(asked, failed=client)  # the voter asked leads: everything moves there
                 self._fetched_leader, self._silent = (leader, epoch), None
             if data.error_code != ErrorCode.none:
                 log.warning("metadata fetch: %s", ErrorCode(data.error_code).name)
