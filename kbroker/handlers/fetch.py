@@ -87,9 +87,10 @@ async def handle(ctx: RequestContext[Services], request: object) -> EncodedRespo
         error, answered_id, keys, results = await incremental_fetch(
             ctx, request, session_id, epoch, params, everything_denied)
         if error != ErrorCode.none:
-            return EncodedResponse([encode_error(ctx.header.correlation_id, version, error, answered_id)])
+            return EncodedResponse([encode_error(ctx.header.correlation_id, version, error, answered_id)], {error: 1})
+        counts: dict[int, int] = {}
         return EncodedResponse(encode(ctx.header.correlation_id, version, keys, results, request.isolation_level,
-                                      answered_id))
+                                      answered_id, counts), counts)
     sessions = services.fetch_sessions
     if session_id != INVALID_SESSION_ID:
         sessions.remove(session_id)  # a full fetch naming a session closes it
@@ -106,8 +107,9 @@ async def handle(ctx: RequestContext[Services], request: object) -> EncodedRespo
     new_session = INVALID_SESSION_ID
     if epoch == INITIAL_EPOCH and version >= FIRST_SESSION:
         new_session = open_session(services, version, params, keys, wanted, names, results)
+    counts: dict[int, int] = {}
     return EncodedResponse(encode(ctx.header.correlation_id, version, keys, results, request.isolation_level,
-                                  new_session))
+                                  new_session, counts), counts)
 
 
 def _requested(
@@ -174,8 +176,13 @@ def encode(
     results: list[FetchResult],
     isolation_level: int,
     session_id: int,
+    error_counts: dict[int, int] | None = None,
 ) -> list[bytes | FetchSlice]:
-    """The answer, record bytes as file slices; consecutive partitions of a topic share its entry."""
+    """The answer, record bytes as file slices; consecutive partitions of a topic share its entry.
+    The top-level and each partition's error code are tallied into ``error_counts`` (for
+    ErrorsPerSec) on the way."""
+    counts = {} if error_counts is None else error_counts
+    counts[ErrorCode.none] = counts.get(ErrorCode.none, 0) + 1  # the top-level code (session errors answer apart)
     flexible = version >= FIRST_FLEXIBLE
     w = Writer(flexible, bytearray(b"\x00\x00\x00\x00"))
     w.out += response_header(correlation_id, API_KEY, flexible)
@@ -203,6 +210,7 @@ def encode(
         for i in group:
             r = results[i]
             w.out += _PARTITION.pack(keys[i][2], r.error, r.high_watermark, r.last_stable_offset)
+            counts[r.error] = counts.get(r.error, 0) + 1
             if version >= 5:
                 w.out += _INT64.pack(r.log_start_offset)
             if r.error in UNKNOWN_PARTITION:

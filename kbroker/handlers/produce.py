@@ -164,7 +164,8 @@ async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> obje
         return NO_RESPONSE
     if TRACE.isEnabledFor(DEBUG):
         stage("produce_answered", correlation_id=ctx.header.correlation_id)
-    return EncodedResponse([encode_response(ctx.header.correlation_id, version, results)])
+    error_counts: dict[int, int] = {}
+    return EncodedResponse([encode_response(ctx.header.correlation_id, version, results, error_counts)], error_counts)
 
 
 async def _verify_transaction(ctx: RequestContext[Services], transactional_id: str,
@@ -226,7 +227,11 @@ def encode_response(
     correlation_id: int,
     version: int,
     results: list[tuple[str | None, uuid.UUID | None, list[tuple[int, ProduceResult]]]],
+    error_counts: dict[int, int] | None = None,
 ) -> bytes:
+    """The answer's frame; each partition's error code is tallied into ``error_counts`` (for
+    ErrorsPerSec) on the way."""
+    counts = {} if error_counts is None else error_counts
     flexible = version >= FIRST_FLEXIBLE
     w = Writer(flexible, bytearray(b"\x00\x00\x00\x00"))
     w.out += response_header(correlation_id, API_KEY, flexible)
@@ -239,6 +244,7 @@ def encode_response(
         w.array_length(len(partitions))
         for index, r in partitions:
             w.out += _PARTITION_FIXED.pack(index, r.error, r.base_offset, r.log_append_time)
+            counts[r.error] = counts.get(r.error, 0) + 1
             if version >= 5:
                 w.out += _INT64.pack(r.log_start_offset)
             if version >= 8:

@@ -1,14 +1,16 @@
 """Kafka's RequestMetrics for every answered request: ``RequestsPerSec`` by request and version,
 ``TotalTimeMs`` by request (Fetch also as FetchConsumer or FetchFollower, as Kafka splits both),
-``ErrorsPerSec`` by request and the answer's top-level error code (Kafka counts every error
-code of the answer, per partition too: walking Produce and Fetch answers' partitions would put
-per-partition work on the hot path, so their partition errors are not counted); and, from Fetch
-answers, BrokerTopicMetrics' bytes out and fetch request counts per topic.
+``ErrorsPerSec`` by request and error code, NONE included, as Kafka counts its answers'
+``errorCounts()``: Produce and Fetch answers, encoded by hand, carry the tally their encoder
+made of every partition's code (and Fetch's top-level one); other answers count their top-level
+``error_code``; and, from Fetch answers, BrokerTopicMetrics' bytes out and fetch request counts
+per topic.
 
 The Dispatcher calls ``RequestMetrics.completed`` once per request when metrics are on (an HTTP
 listener is configured). The per-(API, version) prometheus children are cached, so a request
 costs two dictionary lookups, a counter increment and one or two histogram observations; a
-Fetch answer adds one step per partition slice it carries.
+Fetch answer adds one step per partition slice it carries, and an answer one cached counter
+increment per distinct error code in it.
 """
 
 from __future__ import annotations
@@ -47,11 +49,12 @@ class RequestMetrics:
         self.total_time = Histogram("kafka_network_requestmetrics_totaltimems", "Time from a request's "
                                     "dispatch to its answer, ms (Kafka's RequestMetrics TotalTimeMs)",
                                     ["request"], buckets=TOTAL_TIME_BUCKETS_MS, registry=registry)
-        self.errors = Counter("kafka_network_requestmetrics_errors", "Answers by request and top-level error "
-                              "code (Kafka's RequestMetrics ErrorsPerSec count)", ["request", "error"],
+        self.errors = Counter("kafka_network_requestmetrics_errors", "Error codes in answers by request, "
+                              "per partition too (Kafka's RequestMetrics ErrorsPerSec count)", ["request", "error"],
                               registry=registry)
         self._children: dict[tuple[int, int, bool], tuple[str, tuple[Counter, ...], tuple[Histogram, ...]]] = {}
         self._topic_of_dir: dict[str, str] = {}
+        self._error_children: dict[tuple[str, int], Counter] = {}
 
     def completed(self, handler: ModuleType, api_key: int, api_version: int, request: object, response: object,
                   started: float, context: RequestContext[object]) -> None:
@@ -67,11 +70,22 @@ class RequestMetrics:
             counter.inc()
         for timer in timers:
             timer.observe(elapsed_ms)
-        error = getattr(response, "error_code", None)
-        if error is not None:
-            self.errors.labels(name, _error_name(error)).inc()
+        if isinstance(response, EncodedResponse):
+            if response.error_counts:
+                for code, count in response.error_counts.items():
+                    self._error_counter(name, code).inc(count)
+        else:
+            error = getattr(response, "error_code", None)
+            if error is not None:
+                self._error_counter(name, error).inc()
         if api_key == FETCH_KEY:
             self._fetched(request, response, follower, context)
+
+    def _error_counter(self, name: str, code: int) -> Counter:
+        counter = self._error_children.get((name, code))
+        if counter is None:
+            counter = self._error_children[(name, code)] = self.errors.labels(name, _error_name(code))
+        return counter
 
     def _new_children(self, handler: ModuleType, api_key: int, api_version: int,
                       follower: bool) -> tuple[str, tuple[Counter, ...], tuple[Histogram, ...]]:

@@ -45,10 +45,13 @@ class RequestContext(Generic[S_co]):
 class EncodedResponse:
     """A response encoded by its handler: frame bytes and segment ranges, sent in order.
 
-    The first chunk starts with the 4-byte size prefix covering every chunk.
+    The first chunk starts with the 4-byte size prefix covering every chunk. ``error_counts``:
+    how many times each error code is in the answer, top level and per partition (Kafka's
+    ``AbstractResponse.errorCounts``, which its ErrorsPerSec meters count), tallied while encoding.
     """
 
     chunks: list[bytes | FetchSlice]
+    error_counts: dict[int, int] | None = None
 
 
 class NoResponse:

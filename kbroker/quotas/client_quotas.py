@@ -187,7 +187,7 @@ def with_throttle_time(api_key: int, api_version: int, response: object, throttl
         else:
             return response  # no other API packs its response by hand
         _INT32.pack_into(patched, position, throttle_ms)
-        return EncodedResponse([bytes(patched), *response.chunks[1:]])
+        return EncodedResponse([bytes(patched), *response.chunks[1:]], response.error_counts)
     if dataclasses.is_dataclass(response) and has_field(type(response), "throttle_time"):
         return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
     return response

@@ -10,6 +10,8 @@ metric names dashboards use.
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +21,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kbroker.protocol.codec import build
+from kbroker.protocol.record_builder import build_batch
+from kbroker.replication.inter_broker_client import InterBrokerClient
+from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.produce.v9 import request as produce_v9
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.broker_process import BrokerProcess, free_port
@@ -173,6 +180,46 @@ def test_coordinator_appends_count_as_messages_and_bytes_in(broker: tuple[Broker
         assert samples[("kafka_server_brokertopicmetrics_messagesin_total", counted)] == \
             summed("kafka_log_log_logendoffset")
         assert samples[("kafka_server_brokertopicmetrics_bytesin_total", counted)] == summed("kafka_log_log_size")
+
+
+def test_errors_count_every_partition_of_produce_and_fetch_answers(broker: tuple[BrokerProcess, str]) -> None:
+    """ErrorsPerSec counts each error code in an answer, per partition (Kafka's errorCounts()):
+    one Produce to two partitions and a missing one, one Fetch of the same three."""
+    proc, http = broker
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1)])[TOPIC].result(timeout=30)
+    host, port = proc.bootstrap.rsplit(":", 1)
+    before = scrape(http)
+
+    async def ask() -> tuple[object, object]:
+        client = InterBrokerClient(host, int(port), None, "errors-test")
+        try:
+            produce = await client.request(0, 9, build(
+                produce_v9.ProduceRequest, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
+                topic_data=(build(produce_v9.TopicProduceData, name=TOPIC, partition_data=tuple(
+                    build(produce_v9.PartitionProduceData, index=p, records=build_batch([(None, b"x")]))
+                    for p in (0, 1, 7))),)))
+            fetch = await client.request(1, 12, build(
+                fetch_v12.FetchRequest, max_wait=datetime.timedelta(0), min_bytes=0, forgotten_topics_data=(),
+                topics=(build(fetch_v12.FetchTopic, topic=TOPIC, partitions=tuple(
+                    build(fetch_v12.FetchPartition, partition=p, fetch_offset=0, partition_max_bytes=1024)
+                    for p in (0, 1, 7))),)))
+            return produce, fetch
+        finally:
+            client.close()
+
+    produce, fetch = asyncio.run(ask())
+    assert [p.error_code for p in produce.responses[0].partition_responses] == [0, 0, 3]  # type: ignore[attr-defined]
+    assert [p.error_code for p in fetch.responses[0].partitions] == [0, 0, 3]  # type: ignore[attr-defined]
+    after = scrape(http)
+
+    def counted(request: str, error: str) -> float:
+        key = ("kafka_network_requestmetrics_errors_total", (("error", error), ("request", request)))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert counted("Produce", "NONE") == 2 and counted("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    # Fetch adds its top-level code (NONE) to its partitions'.
+    assert counted("Fetch", "NONE") == 3 and counted("Fetch", "UNKNOWN_TOPIC_OR_PARTITION") == 1
 
 
 def test_http_listener_is_off_when_unset(tmp_path: Path) -> None:
