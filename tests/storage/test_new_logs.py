@@ -10,7 +10,6 @@ import errno
 import os
 
 import pytest
-
 from kbroker.protocol.record_builder import build_batch
 from kbroker.storage import file_io
 from kbroker.storage.file_io import FailPoint, inject
