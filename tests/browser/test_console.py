@@ -4,7 +4,8 @@ against a live kbroker cluster: one controller and three brokers, each with its 
 The test produces and commits with confluent-kafka, then walks the console as a user would —
 brokers, topics → topic → partition → messages and timeline, groups → group → lag, throughput,
 clients — and asserts what the pages show against what the clients did: topic names, offsets,
-message values, committed offsets and lag. Each page is saved to docs/screenshots/<page>.png
+message values, committed offsets and lag; a broker with no replica of a partition shows its
+messages read from the leader. Each page is saved to docs/screenshots/<page>.png
 (the README shows them).
 """
 
@@ -147,6 +148,47 @@ def test_console_pages(cluster: tuple[LocalCluster, dict[int, str]], browser: ob
     assert clients and clients[0][1] == "confluent-kafka-python" and clients[0][3] == "PLAINTEXT"
     assert "produce v" in clients[0][6]
     screenshot(browser, "clients")
+
+
+def test_messages_of_a_partition_held_elsewhere(cluster: tuple[LocalCluster, dict[int, str]],
+                                                browser: object) -> None:
+    """A broker with no replica of a partition reads its messages from the leader over the Kafka
+    protocol and says so; read_committed leaves out an aborted transaction's records there too."""
+    nodes, consoles = cluster
+    topic = "elsewhere"
+    nodes.create_topic(topic, partitions=1, replication_factor=1)
+    leader = nodes.leader(topic)
+    other = next(node_id for node_id in consoles if node_id != leader)
+    producer = confluent_kafka.Producer({"bootstrap.servers": nodes.bootstrap_servers,
+                                         "transactional.id": "console-elsewhere"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for n in range(2):
+        producer.produce(topic, value=f"aborted-{n}".encode())
+    assert producer.flush(30) == 0  # written before the abort (which would drop unsent records)
+    producer.abort_transaction(30)  # records 0 and 1, the abort marker at 2
+    producer.begin_transaction()
+    producer.produce(topic, value=b"committed")
+    producer.commit_transaction(30)  # record 3, the commit marker at 4
+
+    read = f"/api/topics/{topic}/partitions/0/messages?offset=0&isolation=read_committed"
+    # commit_transaction returns before the coordinator's commit marker is written: until then
+    # the last stable offset (3) keeps the committed record out of read_committed reads.
+    committed: dict = _wait_for("the commit marker", lambda: (found := _api(consoles[other], read))["records"]
+                                and found)  # type: ignore[assignment]
+    assert [r["offset"] for r in committed["records"]] == [3]
+    assert committed["read_from"] == {"broker": leader, "over": "Fetch"}
+    assert committed["next_offset"] == 4 and committed["bound"] == 5
+
+    open_page(browser, f"{consoles[other]}/#/partition/{topic}/0")
+    assert [(row[0], row[3]) for row in rows_of(browser, "messages-table")] == [
+        ("0", "aborted-0"), ("1", "aborted-1"), ("3", "committed")]
+    assert browser.find_element(By.ID, "read-from").text == (  # type: ignore[attr-defined]
+        f"Broker {other} holds no replica of this partition: read from its leader, broker {leader}, "
+        "with a Kafka Fetch request.")
+    screenshot(browser, "partition-elsewhere")
+    open_page(browser, f"{consoles[other]}/#/partition/{topic}/0?isolation=read_committed")
+    assert [(row[0], row[3]) for row in rows_of(browser, "messages-table")] == [("3", "committed")]
 
 
 def _api(console: str, path: str) -> dict:

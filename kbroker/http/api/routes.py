@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kbroker.groups.offset_store import OffsetAndMetadata
-from kbroker.http.api import cluster_view, groups_view, messages
+from kbroker.http.api import cluster_view, groups_view, messages, remote_messages
 from kbroker.http.api.throughput import ThroughputSampler
 from kbroker.http.api.timeline import ReplicationTimeline
 from kbroker.http.app import SERVICES_KEY
@@ -81,13 +81,23 @@ async def _messages(request: web.Request) -> web.Response:
     broker = _broker(request)
     topic, index = request.match_info["topic"], _int(request, "partition")
     partition = broker.replica_manager.partitions.get((topic, index))
-    if partition is None:
-        raise web.HTTPNotFound(text=f"broker {broker.node_id} holds no replica of {topic}-{index}")
+    read_committed = request.query.get("isolation") == "read_committed"
+    if partition is None:  # read from the leader over the Kafka protocol
+        timestamp = _int(request, "timestamp") if "timestamp" in request.query else None
+        offset = _int(request, "offset") if "offset" in request.query and timestamp is None else None
+        try:
+            return web.json_response(await remote_messages.read(
+                broker, topic, index, offset, timestamp, _int(request, "max", 20), read_committed))
+        except remote_messages.NoLeader as exc:
+            raise web.HTTPNotFound(text=str(exc)) from None
+        except KafkaError as exc:
+            raise web.HTTPBadRequest(text=f"{exc.code.name.upper()}: {exc}") from None
+        except (ConnectionError, TimeoutError, OSError) as exc:
+            raise web.HTTPBadGateway(text=f"reading {topic}-{index} from its leader: {exc}") from None
     if "timestamp" in request.query:
         offset = messages.start_offset_for_timestamp(partition, _int(request, "timestamp"))
     else:
         offset = _int(request, "offset", partition.log_start_offset)
-    read_committed = request.query.get("isolation") == "read_committed"
     try:
         return web.json_response(messages.read(partition, offset, _int(request, "max", 20), read_committed))
     except KafkaError as exc:

@@ -126,9 +126,10 @@ async function partitionView(name, index, query) {
     `<td class="msg-key"><pre class="value">${esc(render(r.key, format))}</pre></td>` +
     `<td class="msg-value"><pre class="value">${esc(render(r.value, format))}</pre></td>` +
     `<td class="msg-headers">${r.headers.map((h) => `${esc(h.key)}=${esc(render(h.value, format))}`).join("<br>")}</td></tr>`);
+  const offsets = p && p.high_watermark === null ? "no replica here for HW, LEO, LSO" :
+    p ? `HW ${p.high_watermark}, LEO ${p.log_end_offset}, LSO ${p.last_stable_offset}` : "";
   const summary = p ? `leader ${p.leader} (epoch ${p.leader_epoch}), replicas ${p.replicas.join(", ")}, ` +
-    `ISR ${p.isr.join(", ")}, ELR ${p.elr.join(", ") || "none"}, HW ${p.high_watermark}, LEO ${p.log_end_offset}, ` +
-    `LSO ${p.last_stable_offset}` : "no such partition";
+    `ISR ${p.isr.join(", ")}, ELR ${p.elr.join(", ") || "none"}, ${offsets}` : "no such partition";
   const sel = (value, current) => `<option${value === current ? " selected" : ""}>${value}</option>`;
   return `<h1>${link(`#/topic/${enc(name)}`, name)} / partition <span id="partition-index">${esc(index)}</span></h1>` +
     `<p id="partition-summary">${esc(summary)}</p>` +
@@ -139,6 +140,9 @@ async function partitionView(name, index, query) {
       <label>show as <select name="format">${["text", "json", "hex"].map((f) => sel(f, format)).join("")}</select></label>
       <label><input type="checkbox" name="read_committed" ${isolation === "read_committed" ? "checked" : ""}> read_committed</label>
       <button type="submit">Read</button></form>` +
+    (m.read_from ? `<p id="read-from" class="muted">Broker ${esc(t.this_broker)} holds no replica of this ` +
+      `partition: read from its leader, broker ${esc(m.read_from.broker)}, with a Kafka ${esc(m.read_from.over)} ` +
+      `request.</p>` : "") +
     `<p class="muted">${m.records.length} records (${esc(m.isolation)}, up to offset ${esc(m.bound)}), next offset ` +
     `<span id="next-offset">${esc(m.next_offset)}</span>.</p>` +
     table("messages-table", ["offset", "timestamp", "key", "value", "headers"], messages) +
