@@ -143,6 +143,14 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             self.shrink_isrs(self.clock.wall_ms())
 
+    def recheck_isr_expansions(self, broker_ids: set[int]) -> None:
+        """Brokers whose registration changed (a new incarnation's epoch, unfenced) may now join
+        the ISRs of partitions led here that they had caught up with before."""
+        for partition in self.partitions.values():
+            if partition.is_leader and any(b in partition.remote_replicas and b not in partition.isr
+                                           for b in broker_ids):
+                partition.recheck_isr_expansion()
+
     def shrink_isrs(self, now_ms: int) -> None:
         """One round of Kafka's ISR expiration: every led partition drops lagging followers."""
         for partition in list(self.partitions.values()):

@@ -65,6 +65,7 @@ class ImageChanges:
 
     topics: set[str] = field(default_factory=set)  # created, removed, new partitions, or topic configs changed
     partitions: set[tuple[str, int]] = field(default_factory=set)  # a new PartitionRecord
+    brokers: set[int] = field(default_factory=set)  # registered (a new incarnation) or unfenced
 
 
 @dataclass(slots=True)
@@ -147,10 +148,14 @@ class MetadataImage:
                 self.brokers[record.broker_id] = BrokerRegistration(
                     record.broker_id, epoch, record.incarnation_id, record.host, record.port, record.rack,
                     endpoints=record.endpoints)
+                if self.changes is not None:
+                    self.changes.brokers.add(record.broker_id)
             case FenceBrokerRecord():
                 self._set_fenced(record.broker_id, True)
             case UnfenceBrokerRecord():
                 self._set_fenced(record.broker_id, False)
+                if self.changes is not None:
+                    self.changes.brokers.add(record.broker_id)
             case TopicRecord():
                 topic = TopicImage(record.name, record.topic_id)
                 self.topics[topic.name] = topic

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kbroker.replication.forwarding_controller import ForwardingController
 from kbroker.replication.quorum.metadata_image import MetadataImage
-from kbroker.replication.quorum.metadata_records import ConfigRecord, PartitionRecord, TopicRecord
+from kbroker.replication.quorum.metadata_records import ConfigRecord, PartitionRecord, TopicRecord, UnfenceBrokerRecord
 from kbroker.replication.quorum.partition_registration import PartitionRegistration
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -41,12 +41,16 @@ class CountingReplicas:
     partitions: dict[tuple[str, int], object] = field(default_factory=dict)
 
     created: list[tuple[str, int, uuid.UUID]] = field(default_factory=list)
+    rechecked: list[set[int]] = field(default_factory=list)
 
     async def create_logs(self, wanted: list[tuple[str, int, uuid.UUID]]) -> None:
         self.created += wanted
 
     def apply_partition(self, topic: str, index: int, topic_id: uuid.UUID, reg: PartitionRegistration) -> None:
         self.applied.append((topic, index, reg))
+
+    def recheck_isr_expansions(self, broker_ids: set[int]) -> None:
+        self.rechecked.append(set(broker_ids))
 
 
 def partition(index: int, isr: tuple[int, ...], partition_epoch: int) -> PartitionRecord:
@@ -90,5 +94,11 @@ def test_one_partition_change_touches_one_replica() -> None:
         await catalogue.sync_from_image(image, image.take_changes())
         assert replicas.applied == []
         assert replicas.log_manager.reconfigured == ["wide", "wide"]
+
+        # An unfenced broker may now join ISRs it caught up with: only its id is handed on.
+        replicas.rechecked.clear()
+        image.apply(offset + 4, UnfenceBrokerRecord(2, 9))
+        await catalogue.sync_from_image(image, image.take_changes())
+        assert replicas.applied == [] and replicas.rechecked == [{2}]
 
     asyncio.run(main())

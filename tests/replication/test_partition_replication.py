@@ -201,6 +201,32 @@ def test_only_an_eligible_follower_joins_the_isr(tmp_path):
     asyncio.run(scenario())
 
 
+def test_a_caught_up_follower_joins_once_its_registration_arrives_without_fetching_again(tmp_path):
+    """An incremental fetch session reads an idle partition only when it changes, so a follower
+    whose fetch came before its new broker epoch was replayed here would otherwise never join
+    (seen: a restarted broker left out of the ISRs of idle partitions for good)."""
+    async def scenario() -> None:
+        controller = StandInController()
+        node = ReplicaNode(1, "127.0.0.1", str(tmp_path / "n1"), LogConfig())
+        controller.nodes[1] = node
+        registered = {2: 6}  # the image still holds broker 2's previous incarnation
+        links = replace(controller.links(node), replica_eligible=lambda broker, epoch: registered.get(broker) == epoch)
+        node.replica_manager.configure_cluster(links, SETTINGS)
+        controller.create("t", [1, 2])
+        controller.registrations[("t", 0)] = PartitionRegistration((1, 2), (1,), 1, 0, 1)
+        controller.publish("t", 0)
+        partition = node.partition("t")
+        await follower_fetch(node, 2, 0, broker_epoch=7)  # the new incarnation, caught up
+        assert partition.pending_isr is None
+        registered[2] = 7  # its RegisterBrokerRecord replayed
+        node.replica_manager.recheck_isr_expansions({2})
+        assert partition.pending_isr == [1, 2]
+        await settle()
+        assert partition.isr == [1, 2]
+
+    asyncio.run(scenario())
+
+
 def test_one_alter_partition_in_flight_and_stale_answers_are_dropped(tmp_path):
     async def scenario() -> None:
         controller, node = leader_node(tmp_path, [1, 2, 3])
