@@ -6,10 +6,12 @@ offline partition. The counts are exact with no scrape before the kill: they are
 metadata records replay, not by comparing scrapes.
 
 A group's lag (kafka_exporter's kafka_consumergroup_lag) is on its coordinator's /metrics for
-every partition it committed, also those whose only replica is on another broker."""
+every partition it committed, also those whose only replica is on another broker, and its console
+shows the same."""
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -124,3 +126,8 @@ def test_group_lag_covers_partitions_on_other_brokers(cluster: tuple[LocalCluste
     assert by_partition == {p: RECORDS[p] - COMMITTED[p] for p in RECORDS}
     # Two of the three partitions have their only replica on another broker than the coordinator.
     assert sum(nodes.leader(LAGGED, p) != coordinator for p in RECORDS) == 2
+    # The coordinator's console shows the same lag (its JSON API).
+    with urllib.request.urlopen(f"http://{http[coordinator]}/api/groups/{GROUP}", timeout=10) as response:
+        rows = json.loads(response.read())["lag"]
+    assert {row["partition"]: (row["end_offset"], row["lag"]) for row in rows} == {
+        p: (RECORDS[p], RECORDS[p] - COMMITTED[p]) for p in RECORDS}

@@ -1,7 +1,8 @@
 """Consumer groups coordinated by this broker: type, state, members, assignment, and lag.
 
 Lag per partition is what kafka-consumer-groups --describe shows: the partition's end offset
-(its high watermark, which is what a read_uncommitted consumer can reach) minus the group's
+(its high watermark, which is what a read_uncommitted consumer can reach: this broker's replica's,
+else its leader's, asked as /metrics asks it, kbroker.metrics.end_offsets) minus the group's
 committed offset. Each broker coordinates the groups whose ``__consumer_offsets`` partition it
 leads, so a group's members and lag are shown by its coordinator's console; the list also names
 the groups the other live brokers coordinate, asked with ListGroups over the inter-broker
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.list_groups.v5 import request as list_groups_v5
 
 from kbroker.groups.consumer_protocol import decode_assignment
+from kbroker.metrics.end_offsets import end_offsets
 from kbroker.protocol.codec import build
 from kbroker.replication.inter_broker_client import InterBrokerClient
 
@@ -72,11 +74,12 @@ def _describe(broker: Broker, group_id: str) -> JSON:
                      "generation": 0, "members": []}
 
 
-def _lag(broker: Broker, group_id: str) -> list[JSON]:
+async def _lag(broker: Broker, group_id: str) -> list[JSON]:
+    committed_offsets = broker.offset_store.fetch(group_id)
+    ends = await end_offsets(broker, committed_offsets) if committed_offsets else {}
     rows = []
-    for (topic, index), committed in sorted(broker.offset_store.fetch(group_id).items()):
-        partition = broker.replica_manager.partitions.get((topic, index))
-        end = partition.high_watermark if partition is not None else None
+    for (topic, index), committed in sorted(committed_offsets.items()):
+        end = ends.get((topic, index))
         rows.append({"topic": topic, "partition": index, "committed_offset": committed.offset,
                      "end_offset": end, "lag": None if end is None else max(end - committed.offset, 0),
                      "metadata": committed.metadata})
@@ -103,9 +106,10 @@ async def _listed_by(broker: Broker, broker_id: int) -> list[JSON] | str:
 
 async def groups(broker: Broker) -> JSON:
     out = []
-    for group_id in sorted(_group_ids(broker)):
+    ids = sorted(_group_ids(broker))
+    lags = await asyncio.gather(*(_lag(broker, group_id) for group_id in ids))
+    for group_id, lag in zip(ids, lags, strict=True):
         described = _describe(broker, group_id)
-        lag = _lag(broker, group_id)
         out.append({"group_id": group_id, "type": described["type"], "state": described["state"],
                     "members": len(described["members"]), "coordinator": broker.node_id,
                     "total_lag": sum(row["lag"] or 0 for row in lag)})
@@ -121,9 +125,9 @@ async def groups(broker: Broker) -> JSON:
     return {"groups": out, "this_broker": broker.node_id, "unreachable": unreachable}
 
 
-def group(broker: Broker, group_id: str) -> JSON | None:
+async def group(broker: Broker, group_id: str) -> JSON | None:
     if group_id not in _group_ids(broker):
         return None
-    return {"group_id": group_id, **_describe(broker, group_id), "lag": _lag(broker, group_id),
+    return {"group_id": group_id, **_describe(broker, group_id), "lag": await _lag(broker, group_id),
             "coordinator_partition": broker.offset_store.partition_for(group_id),
             "this_broker": broker.node_id}

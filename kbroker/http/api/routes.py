@@ -120,7 +120,7 @@ async def _groups(request: web.Request) -> web.Response:
 
 
 async def _group(request: web.Request) -> web.Response:
-    found = groups_view.group(_broker(request), request.match_info["group"])
+    found = await groups_view.group(_broker(request), request.match_info["group"])
     if found is None:
         raise web.HTTPNotFound(text=f"no group {request.match_info['group']} coordinated by this broker")
     return web.json_response(found)
@@ -176,7 +176,7 @@ async def _reset_offsets(request: web.Request) -> web.Response:
     # As OffsetCommit: READ on the group and on the topic.
     _check_write(request, broker, (AclOperation.READ, ResourceType.GROUP, group_id))
     _check_write(request, broker, (AclOperation.READ, ResourceType.TOPIC, topic))
-    state = groups_view.group(broker, group_id)
+    state = await groups_view.group(broker, group_id)
     if state is not None and state["members"]:
         raise web.HTTPConflict(text=f"group {group_id} is {state['state']}: offsets can only be reset "
                                     "while it has no members")
