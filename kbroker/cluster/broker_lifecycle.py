@@ -102,9 +102,8 @@ class BrokerLifecycleManager(ControllerLocator):
         self._start_locating(broker.node_id, settings.quorum_voters, bind_host or None, local_controller,
                              settings.controller_security)
         self.image = MetadataImage()
-        # IsrShrinksPerSec / IsrExpandsPerSec of the partitions led here, counted as records replay
-        self.isr_changes = IsrChanges(broker.node_id, lambda: not self.fenced)
-        self.image.on_partition = self.isr_changes.replayed
+        # IsrShrinksPerSec / IsrExpandsPerSec: the ISR changes this leader proposed and the controller accepted
+        self.isr_changes = IsrChanges()
         self.next_metadata_offset = 0  # the first metadata log offset not yet replayed
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
@@ -367,7 +366,6 @@ class BrokerLifecycleManager(ControllerLocator):
     async def _load_snapshot(self, payloads: list[bytes], end_offset: int) -> None:
         """Replace the image by a snapshot's (what it no longer lists, the catalogue drops too)."""
         self.image = image_from_snapshot(payloads, end_offset)
-        self.image.on_partition = self.isr_changes.replayed
         self._whole_image = True
         self.next_metadata_offset = end_offset
         log.info("metadata snapshot loaded: %d records, up to offset %d", len(payloads), end_offset)
@@ -476,6 +474,8 @@ class BrokerLifecycleManager(ControllerLocator):
     async def alter_partition(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
                               partition_epoch: int, new_isr: list[int]) -> PartitionRegistration:
         m = alter_partition_v3
+        known = self.image.topics_by_id.get(topic_id)
+        before = known.partitions.get(index) if known is not None else None
         request = m.AlterPartitionRequest(
             broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
             topics=(m.TopicData(topic_id=topic_id, partitions=(m.PartitionData(
@@ -490,6 +490,8 @@ class BrokerLifecycleManager(ControllerLocator):
         p = response.topics[0].partitions[0]
         if p.error_code != ErrorCode.none:
             raise KafkaError(ErrorCode(p.error_code))
+        if before is not None:
+            self.isr_changes.committed(before.isr, p.isr)
         current = self.image.topics_by_id[topic_id].partitions[index]
         return PartitionRegistration(current.replicas, tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)
 

@@ -1,15 +1,13 @@
-"""Partition leadership and ISR changes, classified and counted as a node replays metadata.
+"""Partition leadership and ISR changes, classified and counted for /metrics.
 
-Every decision about a partition reaches each node as a PartitionRecord, which the node's
-MetadataImage applies; the image hands each (before, after) pair of registrations to a listener.
-Counting there sees every committed change, also one that reverts before Prometheus scrapes:
+Each change is counted where Kafka counts it, as it happens, so one that reverts before
+Prometheus scrapes counts too:
 
-- a broker counts Kafka's ReplicaManager ``IsrShrinksPerSec`` / ``IsrExpandsPerSec`` for the
-  partitions it leads (the same leader before and after, so an ISR change that comes with an
-  election is the controller's decision, not this leader's), once it serves clients (the
-  records it replays while starting are history, which Kafka's meters do not hold either);
+- a leader broker counts ReplicaManager ``IsrShrinksPerSec`` / ``IsrExpandsPerSec`` when the
+  controller accepts the ISR change it proposed (AlterPartition's answer);
 - the active controller counts ControllerStats ``LeaderElectionRateAndTimeMs`` and
-  ``UncleanLeaderElectionsPerSec`` for the elections it commits.
+  ``UncleanLeaderElectionsPerSec`` for the elections it commits: its MetadataImage hands each
+  PartitionRecord's (before, after) registrations to ``Elections.replayed`` as it applies them.
 
 ``leader_change`` is the one rule for what kind of leadership change a record is; the console's
 replication timeline uses it too.
@@ -17,7 +15,7 @@ replication timeline uses it too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable
 
 from kbroker.replication.quorum.partition_registration import PartitionRegistration
 
@@ -44,21 +42,20 @@ def leader_change(before: PartitionRegistration, after: PartitionRegistration) -
 
 
 class IsrChanges:
-    """A broker's ISR shrinks and expansions of the partitions it leads."""
+    """A leader's ISR shrinks and expansions, counted when the controller accepts an ISR change
+    the leader proposed in AlterPartition, where Kafka's Partition marks IsrShrinksPerSec /
+    IsrExpandsPerSec. The controller's own ISR changes (a fenced follower taken out, the ISR an
+    election leaves) are not the leader's and are not counted, as in Kafka."""
 
-    def __init__(self, node_id: int, serving: Callable[[], bool]) -> None:
-        self.node_id = node_id
-        self.serving = serving  # False while the broker replays history at start-up
+    def __init__(self) -> None:
         self.shrinks = 0
         self.expands = 0
 
-    def replayed(self, _topic: str, _index: int, before: PartitionRegistration | None,
-                 after: PartitionRegistration) -> None:
-        if (before is None or after.leader != self.node_id or before.leader != self.node_id
-                or after.isr == before.isr or not self.serving()):
-            return
-        self.shrinks += not set(before.isr) <= set(after.isr)
-        self.expands += not set(after.isr) <= set(before.isr)
+    def committed(self, before: Iterable[int], after: Iterable[int]) -> None:
+        """The controller answered the leader's AlterPartition with ISR ``after`` (from ``before``)."""
+        old, new = set(before), set(after)
+        self.shrinks += new < old
+        self.expands += new > old
 
 
 class Elections:
