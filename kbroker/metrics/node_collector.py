@@ -7,9 +7,9 @@ Kafka's MBeans: ``kafka.server:type=ReplicaManager,name=UnderReplicatedPartition
 ``kafka_server_replicamanager_underreplicatedpartitions``; a ``...PerSec`` meter's count becomes
 ``..._total`` with its MBean keys (topic, request, ...) as labels.
 
-ISR shrinks/expands and leader elections are counted as the node replays each partition change
-(kbroker.metrics.partition_changes), so every committed change counts, one that reverts before
-the next scrape too.
+ISR shrinks/expands (on the leader, as the controller accepts each) and leader elections (on
+the active controller, as it commits each) are counted as they happen
+(kbroker.metrics.partition_changes), so one that reverts before the next scrape counts too.
 """
 
 from __future__ import annotations
