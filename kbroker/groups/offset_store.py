@@ -202,10 +202,13 @@ class OffsetStore:
         records_view = memoryview(bytearray(batch))
         try:
             partition.append_as_leader(records_view, -1, now_ms, from_coordinator=producer_id >= 0)
-        except (OSError, KafkaError):
-            BROKER_TOPIC_METRICS.produced(CONSUMER_OFFSETS_TOPIC, records_view, appended=False)
+        except KafkaError as exc:
+            BROKER_TOPIC_METRICS.produced(CONSUMER_OFFSETS_TOPIC, records_view, exc.code)
             raise
-        BROKER_TOPIC_METRICS.produced(CONSUMER_OFFSETS_TOPIC, records_view, appended=True)  # as Kafka counts it
+        except OSError:
+            BROKER_TOPIC_METRICS.produced(CONSUMER_OFFSETS_TOPIC, records_view, ErrorCode.kafka_storage_error)
+            raise
+        BROKER_TOPIC_METRICS.produced(CONSUMER_OFFSETS_TOPIC, records_view, ErrorCode.none)  # as Kafka counts it
 
     def commit(self, group: str, offsets: Offsets) -> None:
         """A plain (non-transactional) commit: written, then visible."""

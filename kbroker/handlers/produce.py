@@ -155,7 +155,7 @@ async def handle(ctx: RequestContext[Services], request: ProduceRequest) -> obje
                 refusal = refused.get((info.name, index))
                 result = refusal if refusal is not None else replica_manager.append_records(
                     info.name, index, records, request.acks)
-                BROKER_TOPIC_METRICS.produced(info.name, records, result.error == ErrorCode.none)
+                BROKER_TOPIC_METRICS.produced(info.name, records, result.error)
             out.append((index, result))
         results.append((name, topic_id, out))
     if request.acks == -1:

@@ -10,6 +10,13 @@ from __future__ import annotations
 import struct
 from collections import defaultdict
 
+from kbroker.protocol.errors import ErrorCode
+
+# ReplicaManager.appendToLocalLog's "known exceptions", which FailedProduceRequestsPerSec leaves out
+EXPECTED_PRODUCE_ERRORS = frozenset({
+    ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower, ErrorCode.message_too_large,
+    ErrorCode.record_list_too_large, ErrorCode.corrupt_message, ErrorCode.kafka_storage_error,
+})
 _INT32 = struct.Struct(">i")
 _BATCH_LENGTH_AT = 8  # base offset (8) then the batch length (4)
 _RECORDS_COUNT_AT = 57  # the last field of the 61-byte v2 batch header
@@ -40,14 +47,16 @@ class BrokerTopicMetrics:
         self.failed_produce_requests: defaultdict[str, int] = defaultdict(int)
         self.total_fetch_requests: defaultdict[str, int] = defaultdict(int)
 
-    def produced(self, topic: str, records: memoryview, appended: bool) -> None:
-        """One partition of a Produce request: Kafka marks the topic's produce request rate per
-        partition, and counts messages and bytes in only for an append that succeeded."""
+    def produced(self, topic: str, records: memoryview | bytes, error: int) -> None:
+        """One partition of a Produce request (or a coordinator's append) answered ``error``:
+        Kafka marks the topic's produce request rate per partition, counts messages and bytes in
+        only for an append that succeeded, and counts as failed only what it does not expect (not
+        a partition led elsewhere, a record too large, a corrupt batch or a storage error)."""
         self.total_produce_requests[topic] += 1
-        if appended:
+        if error == ErrorCode.none:
             self.messages_in[topic] += records_in(records)
             self.bytes_in[topic] += len(records)
-        else:
+        elif error not in EXPECTED_PRODUCE_ERRORS:
             self.failed_produce_requests[topic] += 1
 
 

@@ -221,9 +221,10 @@ class TransactionCoordinator:
             # acks=all: refused (NOT_ENOUGH_REPLICAS) while the ISR is under min.insync.replicas.
             partition.append_as_leader(batch, -1, now)
         except (OSError, KafkaError) as exc:  # nothing of the new state is kept
-            BROKER_TOPIC_METRICS.produced(TRANSACTION_STATE_TOPIC, batch, appended=False)
+            BROKER_TOPIC_METRICS.produced(TRANSACTION_STATE_TOPIC, batch, exc.code if isinstance(exc, KafkaError)
+                                          else ErrorCode.kafka_storage_error)
             raise KafkaError(coordinator_write_error(exc), f"{TRANSACTION_STATE_TOPIC}-{index}: {exc}") from exc
-        BROKER_TOPIC_METRICS.produced(TRANSACTION_STATE_TOPIC, batch, appended=True)  # as Kafka counts it
+        BROKER_TOPIC_METRICS.produced(TRANSACTION_STATE_TOPIC, batch, ErrorCode.none)  # as Kafka counts it
         pending = PendingTransition(metadata, coordinator_epoch, asyncio.get_running_loop().create_future(), then)
         self.pending[transactional_id] = pending
         end = partition.log_end_offset
