@@ -86,7 +86,6 @@ ACTED_ON = frozenset({
     "log.index.size.max.bytes", "log.flush.interval.messages", "log.flush.interval.ms",
     "log.flush.scheduler.interval.ms", "log.flush.offset.checkpoint.interval.ms", "log.message.timestamp.type",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms", "socket.request.max.bytes",
-    "socket.send.buffer.bytes",
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides", "connections.max.idle.ms",
     "queued.max.request.bytes", "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
     "compression.gzip.level", "compression.lz4.level", "compression.zstd.level", "log.preallocate",

@@ -51,7 +51,6 @@ def socket_server_settings(config: KafkaConfig) -> SocketServerSettings:
         connections_max_idle_ms=config.get_int("connections.max.idle.ms"),
         queued_max_request_bytes=config.get_int("queued.max.request.bytes"),
         inter_broker_listener=(config.get("inter.broker.listener.name") or "").upper() or None,
-        socket_send_buffer_bytes=config.get_int("socket.send.buffer.bytes"),
     )
 
 

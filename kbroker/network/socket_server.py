@@ -15,14 +15,13 @@ a socket server each). It owns what all its connections share:
 - ``connections.max.idle.ms``: connections in order of last activity (a read or a response
   written); one timer closes those idle longer, as Kafka's selector does. -1 never closes.
 - ``queued.max.request.bytes``: the MemoryPool of request bytes, if positive.
-- ``socket.send.buffer.bytes`` (-1: the OS default): SO_SNDBUF of each accepted socket, as
-  Kafka's Acceptor sets it. Kafka's 100 KiB default is not only parity: on loopback, with Linux
-  autotuning the send buffer of a consumer's connection, a librdkafka catch-up read (1 MiB
-  fetches, one at a time) cost the broker about 1.5 times the CPU per GB it costs with 100 KiB.
-  ``socket.receive.buffer.bytes`` is not acted on: Kafka puts it on the listening socket, and a
-  200 KiB receive window split each 1 MB produce request into five reads and regrowths of its
-  frame buffer (+25% broker CPU per GB on LZ4 produce with librdkafka); autotuning lets the
-  kernel hold a whole pipelined request.
+- Socket buffer sizes are the kernel's (autotuned): ``socket.send.buffer.bytes`` and
+  ``socket.receive.buffer.bytes`` are accepted, not acted on. Measured with Kafka's 100 KiB
+  defaults applied as Kafka's Acceptor applies them: SO_RCVBUF made each 1 MB produce request
+  five reads and regrowths of its frame buffer (+25% broker CPU per GB, LZ4 produce with
+  librdkafka), and SO_SNDBUF doubled the broker's CPU per GB for the Java consumer's catch-up
+  read (its 64 KiB receive buffer drains a 200 KiB send buffer in many small sendfile rounds)
+  while saving librdkafka's a little.
 - The receive buffer that connections with no partial frame read into (see connection.py): a
   read and its processing run back to back in one event-loop callback, so one buffer serves
   them all and an idle connection holds no buffer of its own.
@@ -64,7 +63,6 @@ LISTEN_BACKLOG = 1024
 ACCEPTS_PER_WAKEUP = 128
 ACCEPT_BACKOFF_MIN_S = 0.1
 ACCEPT_BACKOFF_MAX_S = 2.0
-USE_DEFAULT_BUFFER_SIZE = -1  # socket.send.buffer.bytes: leave the OS's size (Kafka's Selectable constant)
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
@@ -80,7 +78,6 @@ class SocketServerSettings:
     connections_max_idle_ms: int = 600_000
     queued_max_request_bytes: int = -1
     inter_broker_listener: str | None = None
-    socket_send_buffer_bytes: int = 102_400  # SO_SNDBUF of accepted sockets; -1: the OS default
 
 
 class SocketServer:
@@ -269,9 +266,6 @@ class Acceptor:
                 return
             self._backoff_s = ACCEPT_BACKOFF_MIN_S
             sock.setblocking(False)
-            send_buffer = self.server.settings.socket_send_buffer_bytes
-            if send_buffer != USE_DEFAULT_BUFFER_SIZE:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
             self.server.accepted(self, sock, address)
 
     def _back_off(self, exc: OSError) -> None:

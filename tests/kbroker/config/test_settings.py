@@ -68,12 +68,11 @@ def test_an_unknown_migration_policy_is_read_as_bidirectional() -> None:
 def test_socket_server_keys() -> None:
     settings = socket_server_settings(config(**{
         "max.connections.per.ip.overrides": "10.0.0.1:3,[::1]:4", "inter.broker.listener.name": "internal",
-        "connections.max.idle.ms": "-1", "socket.send.buffer.bytes": "-1",
+        "connections.max.idle.ms": "-1",
     }))
     assert settings.max_connections_per_ip_overrides == {"10.0.0.1": 3, "::1": 4}
     assert settings.inter_broker_listener == "INTERNAL"
     assert settings.connections_max_idle_ms == -1
-    assert settings.socket_send_buffer_bytes == -1
 
 
 def test_lifecycle_keys() -> None:

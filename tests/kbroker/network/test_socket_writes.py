@@ -1,5 +1,4 @@
-"""What a client receives from the SocketServer over real loopback sockets: accepted sockets
-carry Kafka's socket.send.buffer.bytes (or the OS's size with -1), and a fetch response's
+"""What a client receives from the SocketServer over real loopback sockets: a fetch response's
 segment bytes, sent zero copy while a pipelined request waits behind it, arrive whole and
 before the next response."""
 
@@ -7,16 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from kbroker.storage.log import FetchSlice
 
 from kbroker.network.connected_clients import ConnectedClients
-from kbroker.network.connection import SENDFILE_THRESHOLD, KafkaConnection
+from kbroker.network.connection import SENDFILE_THRESHOLD
 from kbroker.network.context import EncodedResponse
 from kbroker.network.socket_server import SocketServer, SocketServerSettings
 
@@ -58,52 +55,11 @@ async def serve(answer: Callable[[bytes], bytes | EncodedResponse], settings: So
     return server
 
 
-async def accepted(server: SocketServer) -> KafkaConnection:
-    deadline = asyncio.get_running_loop().time() + DEADLINE_S
-    while not server.connections:
-        assert asyncio.get_running_loop().time() < deadline, "the connection was never accepted"
-        await asyncio.sleep(0.01)
-    return next(iter(server.connections))
-
-
-def send_buffer_size(sock: Any) -> int:
-    return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
-
-
-def os_default_send_buffer_size() -> int:
-    """What an accepted loopback socket gets when nobody sets its send buffer size."""
-    with socket.create_server(("127.0.0.1", 0)) as listener, \
-            socket.create_connection(listener.getsockname()) as _client:
-        sock, _address = listener.accept()
-        with sock:
-            return send_buffer_size(sock)
-
-
-def test_accepted_sockets_get_the_configured_send_buffer_size() -> None:
-    async def size(send: int) -> int:
-        server = await serve(lambda body: frame(body), SocketServerSettings(socket_send_buffer_bytes=send))
-        port = server.acceptors[0].sock.getsockname()[1]
-        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        connection = await accepted(server)
-        assert connection.transport is not None
-        result = send_buffer_size(connection.transport.get_extra_info("socket"))
-        writer.close()
-        server.close()
-        return result
-
-    async def main() -> None:
-        # Linux doubles the size set (socket(7)): Kafka's default of 100 KiB reads back as 200 KiB.
-        assert await size(102_400) == 204_800
-        assert await size(65_536) == 131_072
-        assert await size(-1) == os_default_send_buffer_size()
-
-    asyncio.run(main())
-
-
 def test_segment_bytes_sent_zero_copy_arrive_whole_and_before_the_next_response(tmp_path: Path) -> None:
-    # Larger than the 100 KiB send buffer many times over, and the client reads on the same event
-    # loop: the first os.sendfile fills the socket, and loop.sendfile sends the rest as it reads.
-    segment_bytes = os.urandom(3 * 1024 * 1024 + 17)
+    # More than the kernel buffers between the two ends at most (net.ipv4.tcp_wmem + tcp_rmem
+    # maxima), and the client reads on the same event loop: the first os.sendfile fills the
+    # socket, and loop.sendfile sends the rest as the client reads.
+    segment_bytes = os.urandom(16 * 1024 * 1024 + 17)
     (tmp_path / "segment").write_bytes(segment_bytes)
     segment = SegmentFile(tmp_path / "segment")
     position, length = 1000, len(segment_bytes) - 2000
