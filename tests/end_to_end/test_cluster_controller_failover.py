@@ -11,46 +11,18 @@ sessions after the change. Only a paused combined node, whose broker is frozen t
 
 from __future__ import annotations
 
-import re
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from compat.cluster import CLUSTER_SETTINGS, Cluster, make_cluster
-from compat.deps import kafka_classpath
+from tests.end_to_end.controller_quorum import active_controller, create_topic_until_answered
 
 SESSION_S = int(CLUSTER_SETTINGS["broker.session.timeout.ms"]) / 1000
 NEW_CONTROLLER_WITHIN_S = 30.0
-
-
-def active_controller(cluster: Cluster) -> int:
-    """The quorum leader, as ``kafka-metadata-quorum describe --status`` names it."""
-    run = subprocess.run(
-        ["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
-         "--bootstrap-controller", cluster.controller_bootstrap, "describe", "--status"],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    match = re.search(r"LeaderId:\s+(\d+)", run.stdout)
-    assert match is not None, run.stdout
-    return int(match.group(1))
-
-
-def create_topic(admin: AdminClient, name: str, deadline: float) -> None:
-    """CreateTopics until the (new) active controller answers it."""
-    while True:
-        try:
-            admin.create_topics([NewTopic(name, 3, 3)])[name].result(timeout=10)
-            return
-        except KafkaException as exc:  # NOT_CONTROLLER / timeouts while the quorum elects
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no topic creation before the deadline: {exc}") from None
-            time.sleep(0.1)
 
 
 def listed_brokers(cluster: Cluster, broker: int) -> set[int] | None:
@@ -71,7 +43,7 @@ def test_no_running_broker_is_fenced_when_the_active_controller_freezes(
         target: str, topology: str, tmp_path: Path) -> None:
     with make_cluster(target, tmp_path / "cluster", controllers=3, topology=topology) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        create_topic(admin, "before", time.monotonic() + 60)
+        create_topic_until_answered(admin, "before", time.monotonic() + 60)
         active = active_controller(cluster)
         running = [b for b in cluster.broker_ids if b != active]
         for broker in running:  # every broker has seen every other one registered and unfenced
@@ -82,7 +54,8 @@ def test_no_running_broker_is_fenced_when_the_active_controller_freezes(
         cluster.pause(active)
         try:
             paused_at = time.monotonic()
-            created = threading.Thread(target=create_topic, args=(admin, "after", paused_at + NEW_CONTROLLER_WITHIN_S))
+            created = threading.Thread(target=create_topic_until_answered,
+                                       args=(admin, "after", paused_at + NEW_CONTROLLER_WITHIN_S))
             created.start()
             observations: list[tuple[float, int, set[int] | None]] = []
             observe_until = float("inf")

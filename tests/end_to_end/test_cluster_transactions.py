@@ -26,7 +26,6 @@ its transactions on the same cluster with the same checks.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ from kio.schema.find_coordinator.v4 import request as find_coordinator
 
 from compat.cluster import Cluster
 from compat.deps import kafka_classpath
+from tests.end_to_end.controller_quorum import active_controller
 from tests.kbroker.handlers.clients import producer_id
 from tests.kbroker.handlers.wire import call
 
@@ -201,18 +201,6 @@ def wait_fully_replicated(cluster: Cluster, topics: list[str]) -> None:
         assert time.monotonic() < deadline, short
 
 
-def quorum_leader(cluster: Cluster) -> int:
-    """The controller quorum's leader, as ``kafka-metadata-quorum describe --status`` names it."""
-    run = subprocess.run(
-        ["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
-         "--bootstrap-controller", cluster.controller_bootstrap, "describe", "--status"],
-        capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    found = re.search(r"^LeaderId:\s+(\d+)$", run.stdout, re.MULTILINE)
-    assert found is not None, run.stdout
-    return int(found.group(1))
-
-
 def finish_after_crash(producer: Producer, bootstrap: str) -> tuple[Producer, str]:
     """Commit the open transaction across the coordinator's crash; its outcome as far as the
     client knows ("committed", "aborted", or "unknown" when the client gave up on it)."""
@@ -296,7 +284,7 @@ def test_transactions_survive_a_coordinator_crash(cluster: Cluster, tmp_path: Pa
     # is): this test is about the coordinator's crash. Pausing the active controller is a
     # controller failover, where kbroker's brokers keep heartbeating the paused leader past
     # their session and the new leader fences them (a known gap, in the notes of issues 16/18).
-    leader = quorum_leader(cluster)
+    leader = active_controller(cluster)
     blocked = next(b for b in cluster.broker_ids if b not in (coordinator, leader))
     escrow = NewTopic(ESCROW, 1, replica_assignment=[[blocked]], config={"min.insync.replicas": "1"})
     admin.create_topics([escrow])[ESCROW].result(timeout=30)

@@ -9,36 +9,17 @@ voter is restarted and catches up (every voter's log end offset reaches the high
 
 from __future__ import annotations
 
-import re
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from compat.cluster import Cluster, make_cluster
-from compat.deps import kafka_classpath
+from tests.end_to_end.controller_quorum import active_controller, create_topic_until_answered, describe_quorum
 
 NEW_CONTROLLER_WITHIN_S = 15.0
 NEW_LEADER_WITHIN_S = 10.0
-
-
-def quorum(cluster: Cluster, *, replication: bool = False) -> str:
-    """``kafka-metadata-quorum describe --status`` (or ``--replication``) over all voters."""
-    controllers = ",".join(cluster.nodes[c].bootstrap for c in cluster.controller_ids)
-    run = subprocess.run(
-        ["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.MetadataQuorumCommand",
-         "--bootstrap-controller", controllers, "describe", "--replication" if replication else "--status"],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    return run.stdout
-
-
-def leader_of(cluster: Cluster) -> int:
-    return int(re.search(r"LeaderId:\s+(\d+)", quorum(cluster)).group(1))
 
 
 def known_partitions(cluster: Cluster, topic: str) -> list:
@@ -53,30 +34,19 @@ def known_partitions(cluster: Cluster, topic: str) -> list:
         time.sleep(0.05)
 
 
-def create_topic_retrying(admin: AdminClient, name: str, deadline: float) -> None:
-    while True:
-        try:
-            admin.create_topics([NewTopic(name, 3, 3)])[name].result(timeout=10)
-            return
-        except KafkaException as exc:  # NOT_CONTROLLER / timeouts while the quorum elects
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no topic creation before the deadline: {exc}") from None
-            time.sleep(0.1)
-
-
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("target", ["kafka", "kbroker"])
 def test_quorum_survives_the_active_controller_crash(target: str, tmp_path: Path) -> None:
     with make_cluster(target, tmp_path / "cluster", controllers=3) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        create_topic_retrying(admin, "before", time.monotonic() + 60)
-        active = leader_of(cluster)
+        create_topic_until_answered(admin, "before", time.monotonic() + 60)
+        active = active_controller(cluster)
         assert active in cluster.controller_ids
         killed_at = time.monotonic()
         cluster.kill(active)
-        create_topic_retrying(admin, "after", killed_at + NEW_CONTROLLER_WITHIN_S)
+        create_topic_until_answered(admin, "after", killed_at + NEW_CONTROLLER_WITHIN_S)
         elected_s = time.monotonic() - killed_at
-        new_active = leader_of(cluster)
+        new_active = active_controller(cluster)
         assert new_active != active and new_active in cluster.controller_ids
         # The new controller still fences crashed brokers and moves their leadership.
         partitions = known_partitions(cluster, "after")
@@ -94,7 +64,8 @@ def test_quorum_survives_the_active_controller_crash(target: str, tmp_path: Path
         cluster.start_node(active)
         deadline = time.monotonic() + 60
         while True:  # every voter caught up: all three report a lag of 0
-            rows = [line.split() for line in quorum(cluster, replication=True).splitlines()[1:] if line.strip()]
+            lines = describe_quorum(cluster, replication=True).splitlines()[1:]
+            rows = [line.split() for line in lines if line.strip()]
             voters = [row for row in rows if row[-1] in ("Leader", "Follower")]
             if len(voters) == 3 and all(row[3] == "0" for row in voters):
                 break
