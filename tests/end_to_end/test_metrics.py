@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,9 +24,9 @@ from kbroker.protocol.record_builder import build_batch
 from kbroker.replication.inter_broker_client import InterBrokerClient
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.produce.v9 import request as produce_v9
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
+from tests.end_to_end.metrics_endpoint import broker_with_http_listener, get, scrape
 
 TOPIC = "metrics-topic"
 GROUP = "metrics-group"
@@ -68,34 +66,12 @@ REQUIRED_FAMILIES = {
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
-    http = f"127.0.0.1:{free_port()}"
-    proc = BrokerProcess(str(tmp_path / "data"), {"kbroker.http.listeners": f"http://{http}"})
-    proc.start()
-    try:
-        yield proc, http
-    finally:
-        proc.stop()
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def scrape(http: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample as (name, sorted labels) -> value, through prometheus-client's parser."""
-    status, text = get(f"http://{http}/metrics")
-    assert status == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    with broker_with_http_listener(tmp_path / "data") as running:
+        yield running
 
 
 def families(http: str) -> set[str]:
-    _status, text = get(f"http://{http}/metrics")
-    return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
+    return {name for name, _labels in scrape(http)}
 
 
 def test_metrics_match_what_the_clients_did(broker: tuple[BrokerProcess, str]) -> None:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 
 from kbroker.testing.local import HOST, LocalBroker, LocalCluster, free_port
+from tests.end_to_end.metrics_endpoint import scrape
 
 TOPIC = "replicated"
 PARTITIONS = 3
@@ -61,13 +61,6 @@ def stall_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, dict[int, str]
     # A stalled follower falls out of the ISRs it is in (1.5 s) long before its session ends (60 s).
     yield from _cluster(tmp_path, {"broker.session.timeout.ms": "60000", "broker.heartbeat.interval.ms": "500",
                                    "replica.lag.time.max.ms": "1500"})
-
-
-def scrape(address: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def wait_until(check: object, what: str) -> None:

@@ -13,16 +13,15 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from prometheus_client.parser import text_string_to_metric_families
 
 from compat.deps import DepsError, kafka_classpath
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
+from tests.end_to_end.metrics_endpoint import broker_with_http_listener, scrape
 
 JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 DEADLINE_S = 60.0
@@ -30,13 +29,8 @@ DEADLINE_S = 60.0
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
-    http = f"127.0.0.1:{free_port()}"
-    proc = BrokerProcess(str(tmp_path / "data"), {"kbroker.http.listeners": f"http://{http}"})
-    proc.start()
-    try:
-        yield proc, http
-    finally:
-        proc.stop()
+    with broker_with_http_listener(tmp_path / "data") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +46,7 @@ def java() -> list[str]:
 
 def client_samples(http: str, client_id: str) -> dict[str, dict[str, str]]:
     """name -> labels of the pushed samples of ``client_id`` on /metrics (parsed by prometheus-client)."""
-    with urllib.request.urlopen(f"http://{http}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {s.name: s.labels for family in text_string_to_metric_families(text) for s in family.samples
-            if s.labels.get("client_id") == client_id}
+    return {name: dict(labels) for name, labels in scrape(http) if dict(labels).get("client_id") == client_id}
 
 
 def wait_for_client(http: str, client_id: str) -> dict[str, dict[str, str]]:
