@@ -219,16 +219,17 @@ class Partition:
             stage("follower_position", tp=f"{self.topic}-{self.index}", replica=replica_id, fetch_offset=fetch_offset,
                   hw=self.high_watermark, leo=self.log_end_offset)
 
-    def recheck_isr_expansion(self) -> None:
-        """Propose adding any follower out of the ISR that already qualifies. A follower's state
-        moves only when its fetch reads this partition, and an incremental fetch session
-        (KIP-227) reads an idle partition only when something in it changed; so a follower that
-        caught up while it could not yet join (its new broker epoch not yet replayed here, or
-        another ISR change in flight) is looked at again when that reason goes away."""
+    def recheck_isr_expansion(self, now_ms: int) -> None:
+        """Propose adding any follower out of the ISR that qualifies by its last fetch, if that
+        fetch is recent (within replica.lag.time.max.ms). Kafka looks only on a fetch; but an
+        incremental fetch session (KIP-227) reads an idle partition only when something in it
+        changed, so a follower that caught up while it could not yet join (its new broker epoch
+        not yet replayed here, or another ISR change in flight) is looked at again when that
+        reason goes away. A follower not heard from lately is not: it may be cut off."""
         if not self.is_leader:
             return
         for replica, state in self.remote_replicas.items():
-            if replica not in self.isr:
+            if replica not in self.isr and now_ms - state.last_fetch_time_ms <= self.lag_time_max_ms:
                 self._maybe_expand_isr(state)
 
     def _maybe_expand_isr(self, state: ReplicaState) -> None:
@@ -262,7 +263,7 @@ class Partition:
                      self.topic, self.index, self.isr, out, self.lag_time_max_ms, end, self.high_watermark)
             self._propose_isr([r for r in self.isr if r not in out])
         elif len(self.isr) < len(self.replicas):
-            self.recheck_isr_expansion()  # e.g. a refused expansion, proposed again after this round's wait
+            self.recheck_isr_expansion(now_ms)  # e.g. a refused expansion, proposed again after this round's wait
 
     def _propose_isr(self, new_isr: list[int]) -> None:
         self.pending_isr = new_isr
@@ -311,7 +312,7 @@ class Partition:
         self.registration = answer
         log.info("%s-%d: ISR now %s (partition epoch %d)", self.topic, self.index, self.isr, self.partition_epoch)
         self._maybe_increment_high_watermark(self.clock.wall_ms())
-        self.recheck_isr_expansion()  # followers that caught up while this change was in flight
+        self.recheck_isr_expansion(self.clock.wall_ms())  # followers that caught up while this change was in flight
 
     # --- produce --------------------------------------------------------------------------
 

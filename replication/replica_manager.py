@@ -149,7 +149,7 @@ class ReplicaManager:
         for partition in self.partitions.values():
             if partition.is_leader and any(b in partition.remote_replicas and b not in partition.isr
                                            for b in broker_ids):
-                partition.recheck_isr_expansion()
+                partition.recheck_isr_expansion(self.clock.wall_ms())
 
     def shrink_isrs(self, now_ms: int) -> None:
         """One round of Kafka's ISR expiration: every led partition drops lagging followers."""

@@ -125,8 +125,10 @@ class KbrokerCluster:
         for node_id in range(1, brokers + 1):
             port = _free_port()
             publish_port(self.controller, port)
-            # Published by the controller, whose network namespace it joins.
-            self.brokers.append(KbrokerContainer(image, {**common, "process.roles": "broker"}, port, node_id,
+            # Published by the controller, whose network namespace it joins; there the image's
+            # HTTP port (8080) is the controller's, so a broker serves HTTP on a port of its own.
+            http = {"kbroker.http.listeners": f"http://0.0.0.0:{_free_port()}"}
+            self.brokers.append(KbrokerContainer(image, {**common, **http, "process.roles": "broker"}, port, node_id,
                                                  publish=False, wait=False, **kwargs))
 
     @property

@@ -150,7 +150,9 @@ def test_healthy_only_once_ready_for_clients(engine: Engine, kbroker_image: str,
         raise AssertionError(f"the broker never listened:\n{broker.logs()[-3000:]}")
     assert not broker.healthy()  # listening, but no controller has registered it
     controller = ContainerNode(engine, kbroker_image, unique_name("controller"), network=f"container:{broker.name}",
-                               env={**cluster, "KAFKA_NODE_ID": 100, "KAFKA_PROCESS_ROLES": "controller"})
+                               env={**cluster, "KAFKA_NODE_ID": 100, "KAFKA_PROCESS_ROLES": "controller",
+                                    # the broker holds the image's HTTP port in the namespace they share
+                                    "KAFKA_KBROKER_HTTP_LISTENERS": "http://0.0.0.0:8081"})
     nodes.append(controller)
     controller.run()
     controller.wait_healthy()  # a controller is healthy once the quorum has a leader

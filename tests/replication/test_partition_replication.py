@@ -227,6 +227,24 @@ def test_a_caught_up_follower_joins_once_its_registration_arrives_without_fetchi
     asyncio.run(scenario())
 
 
+def test_a_follower_not_heard_from_within_the_lag_time_is_not_readmitted_without_a_fetch(tmp_path):
+    """Kafka admits a follower on its fetch; the re-check stands in for an incremental fetch that
+    skipped an idle partition, so it must not readmit a follower that stopped fetching (cut off)."""
+    async def scenario() -> None:
+        controller, node = leader_node(tmp_path, [1, 2])
+        controller.registrations[("t", 0)] = PartitionRegistration((1, 2), (1,), 1, 0, 1)
+        controller.publish("t", 0)
+        partition = node.partition("t")
+        partition.pending_isr = [1]  # another ISR change in flight: the fetch cannot propose
+        await follower_fetch(node, 2, 0)
+        partition.pending_isr = None
+        partition.remote_replicas[2].last_fetch_time_ms -= 2 * LAG_MS  # ... and it went quiet since
+        node.replica_manager.recheck_isr_expansions({2})
+        assert partition.pending_isr is None and partition.isr == [1]
+
+    asyncio.run(scenario())
+
+
 def test_one_alter_partition_in_flight_and_stale_answers_are_dropped(tmp_path):
     async def scenario() -> None:
         controller, node = leader_node(tmp_path, [1, 2, 3])
