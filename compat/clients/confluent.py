@@ -48,6 +48,10 @@ def kafka_error_name(error: Any) -> str:
 def exc_name(exc: BaseException) -> str:
     from confluent_kafka import KafkaException
 
+    if isinstance(exc, SystemError) and exc.__cause__ is not None:
+        # A callback's exception (e.g. the fatal _FENCED raised while produce() or flush() served
+        # delivery reports) comes out wrapped: "returned a result with an exception set".
+        exc = exc.__cause__
     if isinstance(exc, KafkaException) and exc.args and hasattr(exc.args[0], "code"):
         return kafka_error_name(exc.args[0])
     return type(exc).__name__
@@ -492,7 +496,7 @@ class ConfluentTxnProducer(TxnProducer):
         try:
             self.producer.flush(TIMEOUT_S)
         except Exception as exc:  # a fatal error (e.g. fenced) surfaces from flush
-            failed = err(exc_name(exc.__cause__ or exc) if isinstance(exc, SystemError) else exc_name(exc))
+            failed = err(exc_name(exc))
             # Every unwritten record reports the fatal error: whether librdkafka ran a record's
             # delivery callback (with the broker's error) before raising depends on its threads'
             # timing, so the broker's error alone would make the outcome nondeterministic.
