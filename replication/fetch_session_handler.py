@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kbroker.protocol.errors import ErrorCode
 
-from .fetch_metadata import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from .fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
 # What a fetcher asks of one partition: (fetch offset, log start offset, current leader epoch,
 # last fetched epoch, max bytes); the session resends it when any of these changes.
@@ -36,6 +36,7 @@ class SessionRequest:
 
 @dataclass(slots=True)
 class FetchSessionHandler:
+    sessionless: bool = False  # every fetch full, asking for no session (session id 0, epoch -1)
     session_id: int = INVALID_SESSION_ID
     epoch: int = INITIAL_EPOCH
     # What the leader's session holds, as of the last answered request.
@@ -51,6 +52,9 @@ class FetchSessionHandler:
     def build(self, wanted: dict[PartitionKey, tuple[uuid.UUID, PartitionAsk]]) -> SessionRequest:
         """The session part of the next Fetch for ``wanted`` (every partition to fetch now)."""
         self._pending = dict(wanted)
+        if self.sessionless:
+            self.full_fetches += 1
+            return SessionRequest(INVALID_SESSION_ID, FINAL_EPOCH, list(wanted), [])
         if self.is_full:
             self.full_fetches += 1
             return SessionRequest(self.session_id, self.epoch, list(wanted), [])
@@ -68,6 +72,8 @@ class FetchSessionHandler:
             self.epoch = INITIAL_EPOCH
             self.session = {}
             return False
+        if self.sessionless:
+            return True
         if self.is_full:
             self.session_id = session_id
             self.epoch = next_epoch(INITIAL_EPOCH) if session_id != INVALID_SESSION_ID else INITIAL_EPOCH

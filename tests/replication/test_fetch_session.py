@@ -132,8 +132,9 @@ def test_session_errors_and_failed_requests_fall_back_to_a_full_fetch() -> None:
     assert (handler.build(asks(p0=1)).epoch, handler.session_id) == (0, 0)
 
 
-SETTINGS = ReplicationSettings(replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=100,
-                               replica_lag_time_max_ms=10_000, replica_socket_timeout_ms=5_000)
+SETTINGS = ReplicationSettings(replica_fetch_sessions=True, replica_fetch_wait_max_ms=200,
+                               replica_fetch_backoff_ms=100, replica_lag_time_max_ms=10_000,
+                               replica_socket_timeout_ms=5_000)
 
 
 def test_followers_replicate_through_incremental_fetches(tmp_path) -> None:
