@@ -477,8 +477,10 @@ class ConfluentTxnProducer(TxnProducer):
     def __init__(self, bootstrap: str, transactional_id: str) -> None:
         from confluent_kafka import Producer
 
+        self.fatal: list[Any] = []  # fatal errors librdkafka reported through error_cb
         self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
-                                  "linger.ms": 5, "message.timeout.ms": 15000})  # fmt: skip
+                                  "linger.ms": 5, "message.timeout.ms": 15000,
+                                  "error_cb": lambda e: self.fatal.append(e) if e.fatal() else None})  # fmt: skip
         self.producer.init_transactions(TIMEOUT_S)
 
     def _call(self, fn: Any, *args: Any) -> Json:
@@ -501,6 +503,11 @@ class ConfluentTxnProducer(TxnProducer):
             # delivery callback (with the broker's error) before raising depends on its threads'
             # timing, so the broker's error alone would make the outcome nondeterministic.
             results = [r if isinstance(r, int) else failed for r in results]
+        if self.fatal:
+            # produce() on a producer gone fatal raises either the fatal error or, depending on
+            # librdkafka's threads' timing, a bare SystemError (no cause): name the fatal error.
+            fatal = err(kafka_error_name(self.fatal[-1]))
+            results = [fatal if r == err("SystemError") else r for r in results]
         return results
 
     def commit(self) -> Json:
