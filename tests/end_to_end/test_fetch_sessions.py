@@ -30,7 +30,7 @@ def kafka_jars() -> None:
     try:
         kafka_classpath()
     except DepsError as exc:
-        pytest.skip(f"Kafka's jars are not installed: {exc}")
+        pytest.fail(f"Kafka's jars are not installed (python -m compat.deps installs them): {exc}")
 
 
 def test_java_consumer_fetches_incrementally_and_librdkafka_sessionless() -> None:
