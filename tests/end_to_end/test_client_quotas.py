@@ -49,16 +49,31 @@ def test_kafka_configs_alters_and_describes_user_and_client_quotas(kafka_cli: Ka
 
 
 def set_client_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:
+    """Set a client-id quota, then wait until the broker applies it.
+
+    The controller answers AlterClientQuotas at commit; the broker enforces the quota once it has
+    replayed the record (Kafka likewise). Bytes sent before that are not counted against the
+    quota, so a test that produced at once could send everything before the quota existed: its
+    DescribeClientQuotas, answered from the broker's replayed metadata, tells when it is applied.
+    """
     from kio.schema.alter_client_quotas.v1 import request as alter_v1
+    from kio.schema.describe_client_quotas.v1 import request as describe_v1
 
     conn = RawConnection(bootstrap)
     try:
         entry = alter_v1.EntryData(entity=(alter_v1.EntityData(entity_type="client-id", entity_name=client_id),),
                                    ops=(alter_v1.OpData(key=key, value=value, remove=False),))
         answer = conn.request(49, 1, alter_v1.AlterClientQuotasRequest(entries=(entry,), validate_only=False))
+        assert [e.error_code for e in answer.entries] == [0]
+        exact = describe_v1.ComponentData(entity_type="client-id", match_type=0, match=client_id)
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            described = conn.request(48, 1, describe_v1.DescribeClientQuotasRequest(components=(exact,), strict=True))
+            if any(v.key == key and v.value == value for e in described.entries or () for v in e.values):
+                return
+        raise AssertionError(f"the broker never applied {key}={value} for client {client_id!r}")
     finally:
         conn.close()
-    assert [e.error_code for e in answer.entries] == [0]
 
 
 def test_a_producer_over_its_byte_rate_is_throttled_and_another_is_not(broker: BrokerProcess) -> None:
