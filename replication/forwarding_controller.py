@@ -149,7 +149,7 @@ class ForwardingController:
             reg = None if topic is None else topic.partitions.get(index)
             if (topic is not None and reg is not None and self.node_id in reg.replicas
                     and self.replica_manager.log_manager.get(name, index) is None):
-                wanted.append((name, index, topic.topic_id))
+                wanted.append((name, index, topic.topic_id, reg))
         if len(wanted) >= MANY_NEW_LOGS:
             await self.replica_manager.create_logs(wanted)
 

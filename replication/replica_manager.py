@@ -199,12 +199,16 @@ class ReplicaManager:
 
     # --- partition lifecycle (driven by the controller) -----------------------------------
 
-    async def create_logs(self, wanted: list[tuple[str, int, uuid.UUID]]) -> None:
+    async def create_logs(self, wanted: list[tuple[str, int, uuid.UUID, PartitionRegistration]]) -> None:
         """Write the new logs of many replicas at once off the event loop (LogManager's writer
         threads), before their registrations are applied one by one: a thousand new partitions
-        then neither hold the loop nor wait for one file after another. A log that could not be
-        written is left to ``make_leader``/``make_follower``, which meet and report the error."""
-        planned = self.log_manager.plan_new_logs([(topic, index, _id_text(tid)) for topic, index, tid in wanted])
+        then neither hold the loop nor wait for one file after another. The logs of partitions
+        this broker is to lead get their leader epoch there too (``become_leader`` then finds it
+        recorded). A log that could not be written is left to ``make_leader``/``make_follower``,
+        which meet and report the error."""
+        epochs = {(topic, index): reg.leader_epoch for topic, index, _, reg in wanted if reg.leader == self.broker_id}
+        planned = self.log_manager.plan_new_logs(
+            [(topic, index, _id_text(tid)) for topic, index, tid, _ in wanted], epochs)
         if planned:
             made = await asyncio.to_thread(self.log_manager.write_new_logs, planned)
             self.log_manager.adopt_new_logs(made)

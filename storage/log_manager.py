@@ -80,6 +80,9 @@ class NewLog:
     partition: int
     topic_id: str
     config: LogConfig
+    # The leader epoch this broker begins the log with when it is to lead the partition: its
+    # ``leader-epoch-checkpoint`` is written with the other files instead of on the loop.
+    leader_epoch: int | None = None
 
 TopicPartition = tuple[str, int]
 
@@ -208,9 +211,12 @@ class LogManager:
         self._logs_in[log_dir] += 1
         return plog
 
-    def plan_new_logs(self, wanted: list[tuple[str, int, str]]) -> list[NewLog]:
+    def plan_new_logs(self, wanted: list[tuple[str, int, str]],
+                      leader_epochs: Mapping[TopicPartition, int] | None = None) -> list[NewLog]:
         """Where each (topic, partition, topic id) not here yet gets its new log, and its config:
-        made on the thread that owns the manager, for ``write_new_logs``."""
+        made on the thread that owns the manager, for ``write_new_logs``. ``leader_epochs``: the
+        epoch of each partition this broker is to lead, recorded at offset 0 in the new log."""
+        epochs = leader_epochs or {}
         counts = dict(self._logs_in)
         configs: dict[str, LogConfig] = {}
         planned = []
@@ -223,7 +229,8 @@ class LogManager:
             if not os.path.exists(path):  # never over a directory made some other way
                 if topic not in configs:
                     configs[topic] = self.config_for(topic)
-                planned.append(NewLog(path, topic, partition, topic_id, configs[topic]))
+                planned.append(NewLog(path, topic, partition, topic_id, configs[topic],
+                                      epochs.get((topic, partition))))
         return planned
 
     def write_new_logs(self, planned: list[NewLog]) -> list[PartitionLog]:
@@ -236,10 +243,19 @@ class LogManager:
         def write(new: NewLog) -> PartitionLog | None:
             try:
                 # A descriptor cache of its own: the shared one is the loop thread's (adopt_new_logs).
-                return PartitionLog.create(new.path, new.topic, new.partition, new.topic_id, new.config,
+                plog = PartitionLog.create(new.path, new.topic, new.partition, new.topic_id, new.config,
                                            files=SegmentFileCache(), health=self.health, clock=self.clock)
             except OSError:
                 return None
+            if new.leader_epoch is not None:
+                try:
+                    # What becoming leader would write first (the epoch starts at the empty
+                    # log's end): written here, it is one file less for the loop per partition.
+                    plog.leader_epoch_cache.assign(new.leader_epoch, 0)
+                except OSError:
+                    shutil.rmtree(new.path, ignore_errors=True)
+                    return None
+            return plog
 
         with ThreadPoolExecutor(NEW_LOG_WRITERS, thread_name_prefix="new-logs") as pool:
             return [plog for plog in pool.map(write, planned) if plog is not None]
