@@ -137,7 +137,7 @@ class ForwardingController:
                 self.replica_manager.apply_partition(name, index, topic.topic_id, reg)
                 self._tell_leadership(name, index, before, reg)
                 await turns.maybe_yield()
-        self.replica_manager.recheck_isr_expansions(set(image.brokers) if changes is None else changes.brokers)
+        self.replica_manager.broker_registrations_changed(set(image.brokers) if changes is None else changes.brokers)
         self._wake_waiters()
 
     async def _create_new_logs(self, image: MetadataImage, touched: list[tuple[str, int]]) -> None:

@@ -219,6 +219,17 @@ class Partition:
             stage("follower_position", tp=f"{self.topic}-{self.index}", replica=replica_id, fetch_offset=fetch_offset,
                   hw=self.high_watermark, leo=self.log_end_offset)
 
+    def replica_broker_changed(self, now_ms: int) -> None:
+        """A replica's broker registration changed (fenced, unfenced, a new incarnation). A
+        follower outside the ISR holds the high watermark back only while it is eligible to join
+        (Kafka's shouldWaitForReplicaToJoinIsr), so the high watermark is looked at again (the
+        controller's ISR change may have been applied before the fencing that came with it);
+        and a follower that caught up may now join."""
+        if not self.is_leader:
+            return
+        self._maybe_increment_high_watermark(now_ms)
+        self.recheck_isr_expansion(now_ms)
+
     def recheck_isr_expansion(self, now_ms: int) -> None:
         """Propose adding any follower out of the ISR that qualifies by its last fetch, if that
         fetch is recent (within replica.lag.time.max.ms). Kafka looks only on a fetch; but an
@@ -248,6 +259,11 @@ class Partition:
     def maybe_shrink_isr(self, now_ms: int) -> None:
         """Propose dropping followers not caught up within replica.lag.time.max.ms."""
         self._maybe_resend_alter_partition(now_ms)
+        if self.is_leader and self.high_watermark < self.log_end_offset:
+            # A follower outside the ISR stops holding the high watermark back once it has not
+            # been caught up for replica.lag.time.max.ms; no fetch may come to notice that (an
+            # incremental fetch session does not read an idle partition), so this round does.
+            self._maybe_increment_high_watermark(now_ms)
         if not self.is_leader or self.alter_partition is None or self.pending_isr is not None:
             return
         end = self.log_end_offset

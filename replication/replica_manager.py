@@ -143,13 +143,14 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             self.shrink_isrs(self.clock.wall_ms())
 
-    def recheck_isr_expansions(self, broker_ids: set[int]) -> None:
-        """Brokers whose registration changed (a new incarnation's epoch, unfenced) may now join
-        the ISRs of partitions led here that they had caught up with before."""
+    def broker_registrations_changed(self, broker_ids: set[int]) -> None:
+        """Brokers whose registration changed (fenced, unfenced, a new incarnation's epoch): in
+        the partitions led here where they are followers outside the ISR, they may stop holding
+        the high watermark back (fenced) or join the ISR (unfenced, caught up before)."""
         for partition in self.partitions.values():
             if partition.is_leader and any(b in partition.remote_replicas and b not in partition.isr
                                            for b in broker_ids):
-                partition.recheck_isr_expansion(self.clock.wall_ms())
+                partition.replica_broker_changed(self.clock.wall_ms())
 
     def shrink_isrs(self, now_ms: int) -> None:
         """One round of Kafka's ISR expiration: every led partition drops lagging followers."""

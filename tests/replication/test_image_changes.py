@@ -49,7 +49,7 @@ class CountingReplicas:
     def apply_partition(self, topic: str, index: int, topic_id: uuid.UUID, reg: PartitionRegistration) -> None:
         self.applied.append((topic, index, reg))
 
-    def recheck_isr_expansions(self, broker_ids: set[int]) -> None:
+    def broker_registrations_changed(self, broker_ids: set[int]) -> None:
         self.rechecked.append(set(broker_ids))
 
 
