@@ -211,11 +211,14 @@ class Partition:
         if state is None:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {replica_id} is not a replica of {self.topic}-{self.index}")
+        # traced only when it moves: a line per partition of every sessionless follower fetch
+        # cost the traced broker ~20 µs each, ~0.7 ms per fetch, inside the timeline it measures
+        traced = TRACE.isEnabledFor(DEBUG) and fetch_offset != state.log_end_offset
         state.update_fetch_state(fetch_offset, log_start_offset, now_ms, leader_end_offset, broker_epoch)
         self._maybe_resend_alter_partition(now_ms)
         self._maybe_expand_isr(state)
         self._maybe_increment_high_watermark(now_ms)
-        if TRACE.isEnabledFor(DEBUG):
+        if traced:
             stage("follower_position", tp=f"{self.topic}-{self.index}", replica=replica_id, fetch_offset=fetch_offset,
                   hw=self.high_watermark, leo=self.log_end_offset)
 
@@ -379,8 +382,11 @@ class Partition:
         self.high_watermark = new_hw
         if TRACE.isEnabledFor(DEBUG):
             stage("hw_advance", tp=f"{self.topic}-{self.index}", hw=new_hw, commit_waiters=len(self._commit_waiters))
-        self.wake_waiters()
+        # The delayed produces first: their tasks then resume before the long polls woken here
+        # (asyncio runs callbacks in the order scheduled), so an acks=all answer does not wait
+        # behind a follower's fetch being re-read and answered in the same loop turns.
         self._complete_commit_waiters()
+        self.wake_waiters()
         return True
 
     def wait_for_commit(self, required_offset: int) -> asyncio.Future[ErrorCode]:

@@ -12,7 +12,10 @@ CLOCK_MONOTONIC):
     client produce() → leader: Produce received → leader append (parked fetches to wake) →
     each follower: the fetch that carried the record sent / answered, its follower append, its
     next fetch sent → leader: that follower's position past the record → high watermark advance
-    → Produce answered → client: acknowledgement
+    → the follower fetch that advanced it answered, its response's write returned → Produce
+    answered → client: acknowledgement; the Produce response's write returned (a write to a
+    local peer can return after the peer has run: on a busy machine the woken reader takes the
+    writer's core)
 
 and, after the timelines, the median of each stage over the records.
 """
@@ -121,7 +124,28 @@ def timeline(stages: list[Stage], tp: str, offset: int, sent_ns: int, acked_ns: 
                 tp=lambda s: s.fields.get("tp") == tp, past=lambda s: s.int("hw") > offset)
     add(hw, f"high watermark → {hw.fields['hw'] if hw else '?'}")
     if hw is not None:
-        add(_first(stages, hw.t_ns, name=lambda s: s.name == "produce_answered", **on_leader), "Produce answered")
+        # the follower fetch whose position advanced the high watermark: the rest of its handling
+        # and its response run before the delayed produce's task can resume
+        fetch = _last(stages, hw.t_ns, name=lambda s: s.name == "request_received", **on_leader,
+                      key=lambda s: s.fields.get("api_key") == "1")
+        if fetch is not None:
+            same = {"peer": lambda s: s.fields.get("peer") == fetch.fields["peer"]}
+            handled = _first(stages, hw.t_ns, name=lambda s: s.name == "request_handled", **on_leader, **same,
+                             corr=lambda s: s.fields.get("correlation_id") == fetch.fields["correlation_id"])
+            add(handled, "the fetch that advanced it answered")
+            if handled is not None:
+                add(_first(stages, handled.t_ns, name=lambda s: s.name == "responses_written", **on_leader, **same),
+                    "the fetch that advanced it: its write returned")
+        answered = _first(stages, hw.t_ns, name=lambda s: s.name == "produce_answered", **on_leader)
+        add(answered, "Produce answered")
+        if answered is not None:
+            handled = _first(stages, answered.t_ns, name=lambda s: s.name == "request_handled", **on_leader,
+                             corr=lambda s: s.fields.get("correlation_id") == answered.fields["correlation_id"],
+                             key=lambda s: s.fields.get("api_key") == "0")
+            if handled is not None:
+                add(_first(stages, handled.t_ns, name=lambda s: s.name == "responses_written", **on_leader,
+                           peer=lambda s: s.fields.get("peer") == handled.fields["peer"]),
+                    "Produce response: its write returned")
     rows.append((acked_ns - sent_ns, "client", "acknowledged (delivery report)"))
     return sorted(rows)
 

@@ -63,6 +63,7 @@ from kbroker.network.listener_security import PLAINTEXT_LISTENER, ListenerSecuri
 from kbroker.network.memory_pool import MemoryPool
 from kbroker.network.rate_limited_log import RateLimitedLogger
 from kbroker.network.sasl_authenticator import SaslServerAuthenticator
+from kbroker.replication.stage_trace import DEBUG, TRACE, stage
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 from kbroker.security.ssl_principal import principal_of_certificate
 from kbroker.security.ssl_principal_mapper import NoMatchingRule
@@ -474,6 +475,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._out, self._out_bytes = [], 0
         if self.transport is not None and not self.closed and not self.transport.is_closing():
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if TRACE.isEnabledFor(DEBUG):
+                stage("responses_written", peer=self.peer, responses=len(out))
 
     def _drop_queued(self) -> None:
         """The connection is gone: queued responses have nowhere to go."""

@@ -33,6 +33,7 @@ from kbroker.protocol.codec import (
     request_schema,
 )
 from kbroker.protocol.errors import ErrorCode
+from kbroker.replication.stage_trace import DEBUG, TRACE, stage
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class Dispatcher(Generic[S]):
         except MalformedRequest as exc:
             _limited.info("closing %s: malformed request: %s", peer, exc)
             return None
+        if TRACE.isEnabledFor(DEBUG):
+            stage("request_received", api_key=api_key, correlation_id=correlation_id, peer=peer)
         context = RequestContext(self.services, header, client_host, self.handlers, peer, principal, listener)
         self.clients.note(peer, listener, principal, header.client_id, api_key, api_version, request)
         try:
@@ -137,6 +140,8 @@ class Dispatcher(Generic[S]):
                 exc_info=True,
             )
             return None
+        if TRACE.isEnabledFor(DEBUG):
+            stage("request_handled", api_key=api_key, correlation_id=correlation_id, peer=peer)
         if self.observer is not None:
             self.observer(handler, api_key, api_version, request, response, started, context)
         if response is NO_RESPONSE or isinstance(response, EncodedResponse):
