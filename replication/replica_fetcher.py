@@ -11,11 +11,11 @@ failed link backs that partition (or the whole fetcher) off replica.fetch.backof
 broker's metadata updates move partitions between fetchers. Partitions may be added and
 removed while a request is in flight: answers for a partition that left, or whose leader
 epoch or fetch position changed meanwhile, are dropped.
-With ``ReplicationSettings.replica_fetch_sessions`` (off by default, see there) fetches go through
-a fetch session (KIP-227, ``FetchSessionHandler``): after the first, full fetch, each names only
+Fetches go through a fetch session (KIP-227, ``FetchSessionHandler``): after the first, full fetch, each names only
 the partitions whose position changed and forgets those no longer fetched (one backing off is
 forgotten, and named again when it comes back); a session error or a failed request falls back
-to a full fetch. Off, every fetch is full and sessionless, as before KIP-227.
+to a full fetch. With ``ReplicationSettings.replica_fetch_sessions`` off, every fetch is full and
+sessionless, as before KIP-227.
 """
 
 from __future__ import annotations

@@ -32,12 +32,8 @@ class ReplicationSettings:
     # KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers with a
     # client.rack read from a follower in their rack; None (Kafka's default) reads from leaders.
     replica_selector_class: str | None = None
-    # Followers fetch through KIP-227 sessions (as Kafka's do) only when True. Off by default:
-    # with them on, tests/end_to_end/test_cluster_transactions.py's coordinator crash on three
-    # combined nodes failed in 3 of 4 runs (a leader kept a paused follower in the ISR, so a
-    # PrepareCommit never committed); found by bisecting to the commit that turned them on, the
-    # cause not yet found. The serving side (consumers' sessions) is unaffected.
-    replica_fetch_sessions: bool = False
+    # Followers fetch through KIP-227 sessions, as Kafka's do; False: every fetch full and sessionless.
+    replica_fetch_sessions: bool = True
 
 
 @dataclass(slots=True, frozen=True)
