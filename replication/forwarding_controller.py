@@ -5,7 +5,9 @@ controller quorum's metadata log (``sync_from_image``), and every change a clien
 (create/delete topics, partitions, topic configs) is forwarded to the active controller with
 the same Kafka request, as KRaft brokers do (in process on a combined node: see
 kbroker/cluster/controller_channel.py). Answers wait until the change has reached this broker's image,
-so a client that creates a topic and then asks this broker for its metadata sees it. The read
+so a client that creates a topic and then asks this broker for its metadata sees it; not until
+its replicas' logs exist (Kafka answers at the controller's commit and makes the logs after
+publishing the image): a produce that comes first is told UNKNOWN_TOPIC_OR_PARTITION and retried. The read
 side — topics, partition registrations, resolved topic configs over the cluster-wide dynamic
 and static broker layers — is what request handlers use. ``__consumer_offsets`` and
 ``__transaction_state`` are created by FindCoordinator; the group and transaction coordinators
@@ -165,13 +167,6 @@ class ForwardingController:
                 await turns.maybe_yield()
         log.info("topic %s deleted", name)
 
-    def _replicas_made(self, name: str) -> bool:
-        """Whether this broker has applied every registration of the topic (its replicas here
-        exist): a client told "created" finds the partitions led here ready to take writes."""
-        topic = self.image.topics.get(name)
-        return topic is not None and all(self._applied.get((name, index)) == reg
-                                         for index, reg in topic.partitions.items())
-
     def _wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, set()
         for future in waiters:
@@ -239,8 +234,7 @@ class ForwardingController:
             raise KafkaError(result.error_code, result.error_message)
         if validate_only:
             return TopicInfo(name, result.topic_id, result.num_partitions, result.replication_factor, overrides)
-        await self._until(lambda: name in self.topics and self.topics[name].topic_id == result.topic_id
-                          and self._replicas_made(name))
+        await self._until(lambda: name in self.topics and self.topics[name].topic_id == result.topic_id)
         return self.topics[name]
 
     def create_internal_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None]) -> None:
@@ -273,8 +267,7 @@ class ForwardingController:
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
         if not validate_only:
-            await self._until(lambda: name in self.topics and self.topics[name].partitions >= count
-                              and self._replicas_made(name))
+            await self._until(lambda: name in self.topics and self.topics[name].partitions >= count)
 
     async def set_topic_configs(self, name: str, overrides: Mapping[str, str | None],
                                 validate_only: bool = False) -> None:

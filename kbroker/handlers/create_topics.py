@@ -22,7 +22,11 @@ With a ``controller_mutation_rate`` quota for the caller (KIP-599) each topic cr
 partitions from the quota; from v6 a topic asked for while the quota is used up is refused
 with THROTTLING_QUOTA_EXCEEDED (older versions are served and told to wait), and the response
 carries the throttle time (kbroker/quotas/client_quotas.py).
-Deviation: the request timeout is unused; creation is synchronous and done on return.
+The answer comes once the controller has committed the topic and this broker's metadata has it
+(Kafka's broker returns at the controller's commit), so Metadata asked of this broker next lists
+it with its leaders; the partitions' logs are made after that, on every broker, and a produce that
+arrives first is told UNKNOWN_TOPIC_OR_PARTITION and retried, as clients do against Kafka.
+Deviation: the request timeout is unused.
 """
 
 from __future__ import annotations
