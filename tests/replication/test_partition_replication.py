@@ -245,37 +245,37 @@ def test_a_follower_not_heard_from_within_the_lag_time_is_not_readmitted_without
     asyncio.run(scenario())
 
 
-def fenced_follower_holding_the_high_watermark(tmp_path, eligible: dict[int, bool]):
+async def follower_outside_the_isr_holding_the_high_watermark(tmp_path, eligible: dict[int, bool]):
     """A leader of [1, 2, 3] with records at offsets 0-1: follower 3 holds both, follower 2
     only the first and is caught up as of a moment ago; then the controller's registration
-    takes 2 out of the ISR (it was fenced) before this broker has replayed the fencing."""
+    takes 2 out of the ISR (it was fenced) before this broker has replayed the fencing, so 2
+    still counts as about to join and the high watermark stays at 1."""
     controller = StandInController()
     node = ReplicaNode(1, "127.0.0.1", str(tmp_path / "n1"), LogConfig())
     controller.nodes[1] = node
     links = replace(controller.links(node), replica_eligible=lambda broker, _epoch: eligible.get(broker, True))
     node.replica_manager.configure_cluster(links, SETTINGS)
     controller.create("t", [1, 2, 3])
-    return controller, node
+    partition = node.partition("t")
+    node.replica_manager.append_records("t", 0, records(1), 1)
+    await follower_fetch(node, 2, 1)
+    await follower_fetch(node, 3, 1)
+    node.replica_manager.append_records("t", 0, records(1), 1)
+    await follower_fetch(node, 3, 2)
+    controller.registrations[("t", 0)] = PartitionRegistration((1, 2, 3), (1, 3), 1, 0, 1)
+    controller.publish("t", 0)
+    assert partition.high_watermark == 1
+    return node, partition
 
 
 def test_a_fenced_follower_replayed_after_its_isr_removal_no_longer_holds_the_high_watermark(tmp_path):
     """Seen with follower fetch sessions: a paused broker was fenced, the controller's ISR change
-    was applied before the fencing, the high watermark stayed one record short (the paused
-    follower still counted as about to join) and a transaction's PrepareCommit never committed;
-    no fetch re-reads an idle partition in a session to notice."""
+    was applied before the fencing, the high watermark stayed one record short and a
+    transaction's PrepareCommit never committed; no fetch re-reads an idle partition in a
+    session to notice."""
     async def scenario() -> None:
         eligible: dict[int, bool] = {}
-        controller, node = fenced_follower_holding_the_high_watermark(tmp_path, eligible)
-        partition = node.partition("t")
-        node.replica_manager.append_records("t", 0, records(1), 1)
-        await follower_fetch(node, 2, 1)
-        await follower_fetch(node, 3, 1)
-        node.replica_manager.append_records("t", 0, records(1), 1)
-        await follower_fetch(node, 3, 2)
-        assert partition.high_watermark == 1
-        controller.registrations[("t", 0)] = PartitionRegistration((1, 2, 3), (1, 3), 1, 0, 1)
-        controller.publish("t", 0)
-        assert partition.high_watermark == 1  # broker 2 not known to be fenced yet: it may rejoin
+        node, partition = await follower_outside_the_isr_holding_the_high_watermark(tmp_path, eligible)
         eligible[2] = False  # its FenceBrokerRecord replayed
         node.replica_manager.broker_registrations_changed({2})
         assert partition.high_watermark == 2
@@ -285,16 +285,7 @@ def test_a_fenced_follower_replayed_after_its_isr_removal_no_longer_holds_the_hi
 
 def test_a_follower_outside_the_isr_holds_the_high_watermark_only_within_the_lag_time(tmp_path):
     async def scenario() -> None:
-        controller, node = fenced_follower_holding_the_high_watermark(tmp_path, {})
-        partition = node.partition("t")
-        node.replica_manager.append_records("t", 0, records(1), 1)
-        await follower_fetch(node, 2, 1)
-        await follower_fetch(node, 3, 1)
-        node.replica_manager.append_records("t", 0, records(1), 1)
-        await follower_fetch(node, 3, 2)
-        controller.registrations[("t", 0)] = PartitionRegistration((1, 2, 3), (1, 3), 1, 0, 1)
-        controller.publish("t", 0)
-        assert partition.high_watermark == 1
+        node, partition = await follower_outside_the_isr_holding_the_high_watermark(tmp_path, {})
         node.replica_manager.shrink_isrs(int(time.time() * 1000) + 2 * LAG_MS)  # the ISR round, later
         assert partition.high_watermark == 2
 
