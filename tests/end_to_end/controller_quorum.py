@@ -40,7 +40,7 @@ def create_topic_until_answered(admin: AdminClient, name: str, deadline: float) 
         try:
             admin.create_topics([NewTopic(name, 3, 3)])[name].result(timeout=10)
             return
-        except KafkaException as exc:  # NOT_CONTROLLER / timeouts while the quorum elects
+        except (KafkaException, TimeoutError) as exc:  # NOT_CONTROLLER / no answer while the quorum elects
             if time.monotonic() > deadline:
                 raise AssertionError(f"no topic creation before the deadline: {exc}") from None
             time.sleep(0.1)

@@ -54,8 +54,15 @@ def test_no_running_broker_is_fenced_when_the_active_controller_freezes(
         cluster.pause(active)
         try:
             paused_at = time.monotonic()
-            created = threading.Thread(target=create_topic_until_answered,
-                                       args=(admin, "after", paused_at + NEW_CONTROLLER_WITHIN_S))
+            failures: list[BaseException] = []
+
+            def create_after() -> None:
+                try:
+                    create_topic_until_answered(admin, "after", paused_at + NEW_CONTROLLER_WITHIN_S)
+                except BaseException as exc:  # reported by the test, not lost in the thread
+                    failures.append(exc)
+
+            created = threading.Thread(target=create_after)
             created.start()
             observations: list[tuple[float, int, set[int] | None]] = []
             observe_until = float("inf")
@@ -68,6 +75,7 @@ def test_no_running_broker_is_fenced_when_the_active_controller_freezes(
                 assert time.monotonic() - paused_at < NEW_CONTROLLER_WITHIN_S + 2 * SESSION_S + 10
                 time.sleep(0.05)
             created.join()
+            assert failures == [], failures
         finally:
             cluster.resume(active)
         # Asked once the frozen voter answers again: Kafka's admin client may pick it to bootstrap from.
