@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 FETCH = 1
@@ -44,6 +45,7 @@ class WireTap:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: socket.socket | None = None
     _sockets: list[socket.socket] = field(default_factory=list)
+    _threads: list[threading.Thread] = field(default_factory=list)
 
     def start(self) -> None:
         server = socket.socket()
@@ -51,16 +53,26 @@ class WireTap:
         server.bind((self.host, self.port))
         server.listen()
         self._server = server
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._spawn(self._accept)
 
     def close(self) -> None:
+        """Stop listening, then forwarding, and wait for every thread to end: shutting a socket
+        down (not closing it) is what wakes a thread blocked in accept or recv on Linux."""
         if self._server is not None:
-            self._server.close()
-        for sock in list(self._sockets):
-            try:
-                sock.close()
-            except OSError:
-                pass
+            _shutdown(self._server)
+        for thread in self._threads[:1]:  # the accept loop: no connection is added after it ends
+            thread.join()
+        for sock in self._sockets:
+            _shutdown(sock)
+        for thread in self._threads:
+            thread.join()
+        for sock in [*self._sockets, *(s for s in (self._server,) if s is not None)]:
+            sock.close()
+
+    def _spawn(self, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
 
     def fetches(self, client_id_prefix: str) -> list[FetchExchange]:
         with self._lock:
@@ -80,8 +92,8 @@ class WireTap:
                 continue
             self._sockets += [client, upstream]
             pending: dict[int, FetchExchange] = {}
-            threading.Thread(target=self._pump, args=(client, upstream, pending, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, pending, False), daemon=True).start()
+            self._spawn(self._pump, client, upstream, pending, True)
+            self._spawn(self._pump, upstream, client, pending, False)
 
     def _pump(self, source: socket.socket, sink: socket.socket, pending: dict[int, FetchExchange],
               requests: bool) -> None:
@@ -103,10 +115,7 @@ class WireTap:
             pass
         finally:
             for sock in (source, sink):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                _shutdown(sock)
 
     def _note_request(self, frame: bytes, pending: dict[int, FetchExchange]) -> None:
         api_key, version, correlation_id, client_len = struct.unpack_from(">hhih", frame)
@@ -195,6 +204,13 @@ def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:
         if not byte & 0x80:
             return value, pos
         shift += 7
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # not connected (any more)
 
 
 def _read_exact(sock: socket.socket, n: int) -> bytes | None:
