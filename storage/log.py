@@ -141,7 +141,10 @@ class PartitionLog:
         try:
             metadata_file = write_partition_metadata(directory, topic_id)
             plog = cls(directory, topic, partition, config, files=files, health=health, clock=clock)
-            plog._unsynced_files.append(metadata_file)
+            # The first flush makes the new directory's entry in its log dir durable too (the
+            # directory is "fsynced as a file": itself, then its parent), so a flushed log cannot
+            # vanish in an OS crash; creating a thousand logs costs no fsync.
+            plog._unsynced_files += [directory, metadata_file]
             plog._add_segment(plog._new_segment(0))
         except OSError:
             shutil.rmtree(directory, ignore_errors=True)
