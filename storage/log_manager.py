@@ -253,7 +253,7 @@ class LogManager:
                     # log's end): written here, it is one file less for the loop per partition.
                     plog.leader_epoch_cache.assign(new.leader_epoch, 0)
                 except OSError:
-                    shutil.rmtree(new.path, ignore_errors=True)
+                    plog.delete()  # its files closed, its directory removed
                     return None
             return plog
 
