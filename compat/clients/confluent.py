@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from compat.security.client_security import ClientSecurity
 
 TIMEOUT_S = 15.0
+FATAL_REPORTED_WITHIN_S = 5.0  # error_cb reports a fatal error within a few polls
 # How long ``connect`` waits for librdkafka to report a failed connection (it retries
 # authentication failures with backoff and reports each through error_cb).
 CONNECT_TIMEOUT_S = 10.0
@@ -503,11 +504,16 @@ class ConfluentTxnProducer(TxnProducer):
             # delivery callback (with the broker's error) before raising depends on its threads'
             # timing, so the broker's error alone would make the outcome nondeterministic.
             results = [r if isinstance(r, int) else failed for r in results]
-        if self.fatal:
+        if err("SystemError") in results:
             # produce() on a producer gone fatal raises either the fatal error or, depending on
-            # librdkafka's threads' timing, a bare SystemError (no cause): name the fatal error.
-            fatal = err(kafka_error_name(self.fatal[-1]))
-            results = [fatal if r == err("SystemError") else r for r in results]
+            # librdkafka's threads' timing, a bare SystemError (no cause): name the fatal error,
+            # which error_cb reports once polled (it may still be queued: ci65 read SystemError).
+            deadline = time.monotonic() + FATAL_REPORTED_WITHIN_S
+            while not self.fatal and time.monotonic() < deadline:
+                self.producer.poll(0.1)
+            if self.fatal:
+                fatal = err(kafka_error_name(self.fatal[-1]))
+                results = [fatal if r == err("SystemError") else r for r in results]
         return results
 
     def commit(self) -> Json:
