@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import random
 from typing import TYPE_CHECKING
 
 from kbroker.cluster.broker_lifecycle import BrokerLifecycleManager
@@ -205,10 +206,11 @@ class Broker:
 
     @property
     def controller_id(self) -> int:
-        """Kafka's KRaft brokers name a live broker as "controller" (clients send admin requests
-        there and it forwards them)."""
+        """Kafka's KRaft brokers name a random live broker as "controller" (clients send admin
+        requests there and it forwards them): a client whose pick stopped answering finds
+        another in its next Metadata."""
         live = self.live_brokers()
-        return live[0][0] if live else -1
+        return random.choice(live)[0] if live else -1
 
     async def start(self) -> None:
         self.cluster_id = init_log_dirs(self.log_dirs, self.node_id, invent_cluster_id=False)

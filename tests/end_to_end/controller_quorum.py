@@ -7,7 +7,7 @@ import re
 import subprocess
 import time
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat.cluster import Cluster
@@ -34,13 +34,27 @@ def active_controller(cluster: Cluster) -> int:
     return int(found.group(1))
 
 
-def create_topic_until_answered(admin: AdminClient, name: str, deadline: float) -> None:
-    """CreateTopics (3 partitions, RF 3) until the active controller answers it."""
+def create_topic_until_answered(bootstrap: str, name: str, deadline: float) -> None:
+    """CreateTopics (3 partitions, RF 3) until the active controller answers it.
+
+    Each attempt has a new admin client, so fresh metadata: the broker a client sends admin
+    requests to is the "controller" its Metadata named, a random live broker (Kafka's and
+    kbroker's answer), and an earlier answer may have named one that has stopped answering.
+    An attempt that got no answer may still have created the topic, so TOPIC_ALREADY_EXISTS on
+    a later one is the answer it missed."""
+    attempt = 0
     while True:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
         try:
             admin.create_topics([NewTopic(name, 3, 3)])[name].result(timeout=10)
             return
-        except (KafkaException, TimeoutError) as exc:  # NOT_CONTROLLER / no answer while the quorum elects
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no topic creation before the deadline: {exc}") from None
-            time.sleep(0.1)
+        except KafkaException as exc:  # NOT_CONTROLLER and the like while the quorum elects
+            if attempt > 0 and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            failure: BaseException = exc
+        except TimeoutError as exc:  # no answer yet
+            failure = exc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no topic creation before the deadline: {failure!r}") from None
+        attempt += 1
+        time.sleep(0.1)

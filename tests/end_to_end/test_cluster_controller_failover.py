@@ -16,13 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from compat.cluster import CLUSTER_SETTINGS, Cluster, make_cluster
 from tests.end_to_end.controller_quorum import active_controller, create_topic_until_answered
 
 SESSION_S = int(CLUSTER_SETTINGS["broker.session.timeout.ms"]) / 1000
-NEW_CONTROLLER_WITHIN_S = 30.0
+# Until a CreateTopics is answered after the freeze. Measured with fresh admin clients on three
+# combined nodes: kbroker 6.3 s, Kafka 4.3.1 44.5 s (its brokers' forwarded requests wait out
+# their channel's timeout on the frozen controller).
+NEW_CONTROLLER_WITHIN_S = 90.0
 
 
 def listed_brokers(cluster: Cluster, broker: int) -> set[int] | None:
@@ -42,8 +44,7 @@ def listed_brokers(cluster: Cluster, broker: int) -> set[int] | None:
 def test_no_running_broker_is_fenced_when_the_active_controller_freezes(
         target: str, topology: str, tmp_path: Path) -> None:
     with make_cluster(target, tmp_path / "cluster", controllers=3, topology=topology) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        create_topic_until_answered(admin, "before", time.monotonic() + 60)
+        create_topic_until_answered(cluster.bootstrap, "before", time.monotonic() + 60)
         active = active_controller(cluster)
         running = [b for b in cluster.broker_ids if b != active]
         for broker in running:  # every broker has seen every other one registered and unfenced
@@ -58,7 +59,7 @@ def test_no_running_broker_is_fenced_when_the_active_controller_freezes(
 
             def create_after() -> None:
                 try:
-                    create_topic_until_answered(admin, "after", paused_at + NEW_CONTROLLER_WITHIN_S)
+                    create_topic_until_answered(cluster.bootstrap, "after", paused_at + NEW_CONTROLLER_WITHIN_S)
                 except BaseException as exc:  # reported by the test, not lost in the thread
                     failures.append(exc)
 

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from compat.cluster import Cluster, make_cluster
 from tests.end_to_end.controller_quorum import active_controller, create_topic_until_answered, describe_quorum
@@ -38,13 +37,12 @@ def known_partitions(cluster: Cluster, topic: str) -> list:
 @pytest.mark.parametrize("target", ["kafka", "kbroker"])
 def test_quorum_survives_the_active_controller_crash(target: str, tmp_path: Path) -> None:
     with make_cluster(target, tmp_path / "cluster", controllers=3) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        create_topic_until_answered(admin, "before", time.monotonic() + 60)
+        create_topic_until_answered(cluster.bootstrap, "before", time.monotonic() + 60)
         active = active_controller(cluster)
         assert active in cluster.controller_ids
         killed_at = time.monotonic()
         cluster.kill(active)
-        create_topic_until_answered(admin, "after", killed_at + NEW_CONTROLLER_WITHIN_S)
+        create_topic_until_answered(cluster.bootstrap, "after", killed_at + NEW_CONTROLLER_WITHIN_S)
         elected_s = time.monotonic() - killed_at
         new_active = active_controller(cluster)
         assert new_active != active and new_active in cluster.controller_ids
