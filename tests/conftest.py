@@ -1,14 +1,23 @@
-"""Shared fixtures: a real kbroker process on loopback, one per test module by default; and the
-two lanes the whole suite runs in side by side (``pytest -n 2``)."""
+"""Shared fixtures: a real kbroker process on loopback, one per test module by default, and the
+clearing of injected I/O failures; and the two lanes the whole suite runs in side by side
+(``pytest -n 2``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from kbroker.storage import file_io
 from xdist.scheduler import LoadScopeScheduling
 
 from tests.broker_process import BrokerProcess
+
+
+@pytest.fixture
+def no_failpoints_left() -> Iterator[None]:
+    """Clears the I/O failures a test injected (``kbroker.storage.file_io``): they are process-wide."""
+    yield
+    file_io.clear_failpoints()
 
 
 @pytest.fixture(scope="module")

@@ -28,10 +28,7 @@ BROKER = 1
 EPOCH = 5
 
 
-@pytest.fixture(autouse=True)
-def no_failpoints():
-    yield
-    file_io.clear_failpoints()
+pytestmark = pytest.mark.usefixtures("no_failpoints_left")
 
 
 def registration(leader: int) -> PartitionRegistration:

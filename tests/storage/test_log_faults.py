@@ -8,7 +8,6 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Iterator
 
 import pytest
 from kbroker.protocol.record_builder import build_batch
@@ -22,10 +21,7 @@ from kbroker.storage.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE
 NOW = int(time.time() * 1000)
 
 
-@pytest.fixture(autouse=True)
-def _no_failpoints_left() -> Iterator[None]:
-    yield
-    file_io.clear_failpoints()
+pytestmark = pytest.mark.usefixtures("no_failpoints_left")
 
 
 def batch(n: int, first_value: int = 0, size: int = 200) -> memoryview:

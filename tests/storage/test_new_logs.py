@@ -20,10 +20,7 @@ NOW = 1_700_000_000_000
 PARTITIONS = 40
 
 
-@pytest.fixture(autouse=True)
-def no_failpoints():
-    yield
-    file_io.clear_failpoints()
+pytestmark = pytest.mark.usefixtures("no_failpoints_left")
 
 
 def test_logs_written_by_threads_take_writes_share_the_descriptor_budget_and_reload(tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import random
-from collections.abc import Iterator
 
 import pytest
 from kbroker.protocol.errors import ErrorCode
@@ -25,10 +24,7 @@ from kbroker.cluster.quorum_driver import QuorumDriver
 LATER_MS = 10**14  # far past every election timeout (now is ~1.8e12 ms)
 
 
-@pytest.fixture(autouse=True)
-def _no_failpoints_left() -> Iterator[None]:
-    yield
-    file_io.clear_failpoints()
+pytestmark = pytest.mark.usefixtures("no_failpoints_left")
 
 
 def driver(tmp_path, voters: dict[int, tuple[str, int]]) -> QuorumDriver:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-from collections.abc import Iterator
 
 import pytest
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -24,11 +23,7 @@ from tests.kbroker.node_in_process import (
     until,
 )
 
-
-@pytest.fixture(autouse=True)
-def _no_failpoints_left() -> Iterator[None]:
-    yield
-    file_io.clear_failpoints()
+pytestmark = pytest.mark.usefixtures("no_failpoints_left")
 
 
 async def _transaction_end_on_a_full_disk(data_dir: str) -> None:
