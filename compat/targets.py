@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from compat.deps import kafka_classpath
+from kbroker.testing.ports import free_port
 
 HOST = "127.0.0.1"
 NODE_ID = 1
@@ -96,13 +97,6 @@ appender.file.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = {level}
 rootLogger.appenderRef.file.ref = FILE
 """
-
-
-def free_port(host: str = HOST) -> int:
-    """A TCP port on ``host`` (a loopback address) nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def server_properties(port: int, controller_port: int, log_dir: str, extra: dict[str, str] | None = None) -> str:

@@ -10,16 +10,11 @@ import os
 import resource
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from kbroker.testing.ports import free_port
 
 
 class BrokerProcess:

@@ -17,22 +17,16 @@ Needs ``pip install testcontainers`` and an image built from the repository's Do
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.waiting_utils import WaitStrategy, WaitStrategyTarget
 
 from kbroker.container.healthcheck import NotReady, Probe, check_ready
+from kbroker.testing.ports import free_port
 
 DEFAULT_IMAGE = "kbroker:0.1.0"
 CONTROLLER_ID = 100
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
 
 
 class KbrokerReady(WaitStrategy):
@@ -72,7 +66,7 @@ class KbrokerContainer(DockerContainer):
                  node_id: int = 1, *, publish: bool = True, wait: bool = True, **kwargs: Any) -> None:
         super().__init__(image, **kwargs)
         self.node_id = node_id
-        self.port = port or _free_port()
+        self.port = port or free_port("0.0.0.0")
         self.host = self.get_docker_client().host()
         env = {"node.id": node_id, "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}", **(settings or {})}
         for key, value in env.items():
@@ -123,11 +117,11 @@ class KbrokerCluster:
             self.controller.with_env(kafka_variable(key), str(value))
         self.brokers: list[KbrokerContainer] = []
         for node_id in range(1, brokers + 1):
-            port = _free_port()
+            port = free_port("0.0.0.0")
             publish_port(self.controller, port)
             # Published by the controller, whose network namespace it joins; there the image's
             # HTTP port (8080) is the controller's, so a broker serves HTTP on a port of its own.
-            http = {"kbroker.http.listeners": f"http://0.0.0.0:{_free_port()}"}
+            http = {"kbroker.http.listeners": f"http://0.0.0.0:{free_port()}"}
             self.brokers.append(KbrokerContainer(image, {**common, **http, "process.roles": "broker"}, port, node_id,
                                                  publish=False, wait=False, **kwargs))
 

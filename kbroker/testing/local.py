@@ -31,6 +31,7 @@ from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.metadata.v12 import request as metadata_v12
 
 from kbroker.container.healthcheck import METADATA, NotReady, Probe, call, wait_ready
+from kbroker.testing.ports import free_port
 from kbroker.testing.zygote import Zygote
 
 HOST = "127.0.0.1"
@@ -48,13 +49,6 @@ TEST_SETTINGS: dict[str, str] = {
     "broker.session.timeout.ms": "2000",
     "replica.lag.time.max.ms": "3000",
 }
-
-
-def free_port(host: str = HOST) -> int:
-    """A TCP port on ``host`` nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def broker_settings(overrides: Mapping[str, Any]) -> dict[str, str]:
@@ -266,7 +260,12 @@ class LocalCluster:
         for node in [self.controller, *self.brokers]:
             node.start(timeout, wait=False)
         for broker in self.brokers:
-            broker.wait_ready(timeout, brokers=len(self.brokers))
+            try:
+                broker.wait_ready(timeout, brokers=len(self.brokers))
+            except RuntimeError as exc:  # often another node's fault: say which exited, and why
+                exited = [n for n in (self.controller, *self.brokers) if not n.is_running()]
+                raise RuntimeError("\n".join([str(exc), *(f"node {n.node_id} exited; {n.log_path}:\n"
+                                                        f"{n.read_log()[-1500:]}" for n in exited)])) from None
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = -1,
                      config: Mapping[str, Any] | None = None, timeout: float = 30.0) -> None:

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from kbroker.container.healthcheck import NotReady, Probe, check_ready
+from kbroker.testing.ports import free_port
 from tests.broker_process import BrokerProcess
 
 
@@ -37,8 +38,5 @@ def test_the_command_exits_0_when_ready_and_1_otherwise(broker: BrokerProcess) -
 
     ready = healthcheck("--bootstrap-server", broker.bootstrap, "--node-id", "1")
     assert (ready.returncode, ready.stdout.strip()) == (0, "ready: brokers [1], controller 1")
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
-    refused = healthcheck("--bootstrap-server", f"127.0.0.1:{port}", "--timeout", "1")
+    refused = healthcheck("--bootstrap-server", f"127.0.0.1:{free_port()}", "--timeout", "1")
     assert refused.returncode == 1 and refused.stderr.startswith("not ready:")
