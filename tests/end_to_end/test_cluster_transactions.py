@@ -136,15 +136,18 @@ def transaction_coordinator(cluster: Cluster, transactional_id: str = TXN_ID) ->
     raise AssertionError("no broker running")
 
 
-def leaders(cluster: Cluster, topic: str) -> set[int]:
-    """The leaders of ``topic``'s partitions as a running broker sees them once it knows them all: a
-    broker learns of a new topic from the metadata log a moment after CreateTopics is answered."""
-    running = next(b for b in cluster.broker_ids if cluster.is_running(b))
+def leaders(cluster: Cluster, topic: str, partitions: int = PARTITIONS) -> set[int]:
+    """The leaders of ``topic``'s partitions once every running broker knows them all. Both brokers
+    answer CreateTopics when the controller commits and each broker learns of the topic from the
+    metadata log a moment later; a transaction coordinator that does not know the topic yet
+    answers AddPartitionsToTxn with UNKNOWN_TOPIC_OR_PARTITION, which librdkafka takes as the
+    transaction's abortable error (seen once against Kafka: the escrow record was purged)."""
     deadline = time.monotonic() + DEADLINE_S
     while True:
-        partitions = cluster.metadata(running, [topic]).topics[0].partitions
-        if (len(partitions) == PARTITIONS and all(p.leader_id >= 0 for p in partitions)) or time.monotonic() > deadline:
-            return {p.leader_id for p in partitions}
+        seen = [cluster.metadata(b, [topic]).topics[0].partitions for b in cluster.broker_ids if cluster.is_running(b)]
+        if all(len(known) == partitions and all(p.leader_id >= 0 for p in known) for known in seen):
+            return {p.leader_id for p in seen[0]}
+        assert time.monotonic() < deadline, seen
         time.sleep(0.05)
 
 
@@ -292,6 +295,7 @@ def test_transactions_survive_a_coordinator_crash(cluster: Cluster, tmp_path: Pa
     blocked = next(b for b in cluster.broker_ids if b not in (coordinator, leader))
     escrow = NewTopic(ESCROW, 1, replica_assignment=[[blocked]], config={"min.insync.replicas": "1"})
     admin.create_topics([escrow])[ESCROW].result(timeout=30)
+    assert leaders(cluster, ESCROW, 1) == {blocked}
     number = 12
     producer.begin_transaction()
     for partition, value in values_of(number):
