@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
 
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC
+from kbroker.metrics.topic_metrics import BROKER_TOPIC_METRICS
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.record_builder import build_end_txn_marker
 from kbroker.replication.inter_broker_client import InterBrokerClient, LinkSecurity
 from kbroker.transactions.transaction_log import TransactionMetadata, TransactionState
 
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     from kbroker.transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
+
+# Every marker batch is this size and holds one record, which is all the topic metrics read of it.
+MARKER_BATCH = build_end_txn_marker(0, 0, True, 0, 0)
 
 WRITE_TXN_MARKERS = 27
 RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms for the marker channel
@@ -83,15 +88,20 @@ async def write_marker_replicated(replica_manager: ReplicaManager, offset_store:
                                   producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                                   timeout_s: float = REQUEST_TIMEOUT_S) -> ErrorCode:
     """Write one marker as the partition's leader; answer once the ISR has it."""
+    partition = replica_manager.partitions.get((topic, index))
+    if partition is None:  # as Kafka's WriteTxnMarkers, whether or not the cluster has it elsewhere
+        return ErrorCode.unknown_topic_or_partition
     try:
-        partition = replica_manager.get_partition(topic, index)
         offset = partition.append_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                                                  replica_manager.clock.wall_ms())
     except KafkaError as exc:
+        BROKER_TOPIC_METRICS.produced(topic, MARKER_BATCH, exc.code)
         return exc.code
     except OSError as exc:
+        BROKER_TOPIC_METRICS.produced(topic, MARKER_BATCH, ErrorCode.kafka_storage_error)
         log.debug("marker on %s-%d not written: %s", topic, index, exc)  # LogDirHealth logs the episode
         return ErrorCode.kafka_storage_error
+    BROKER_TOPIC_METRICS.produced(topic, MARKER_BATCH, ErrorCode.none)  # Kafka counts markers as messages in
     if topic == CONSUMER_OFFSETS_TOPIC:
         offset_store.complete_transaction(producer_id, commit)
     try:

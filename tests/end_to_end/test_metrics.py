@@ -132,8 +132,9 @@ def test_metrics_match_what_the_clients_did(broker: tuple[BrokerProcess, str]) -
 
 def test_coordinator_appends_count_as_messages_and_bytes_in(broker: tuple[BrokerProcess, str]) -> None:
     """Kafka's BrokerTopicMetrics count what the group and transaction coordinators append to
-    __consumer_offsets and __transaction_state too: on a node whose internal logs only they write,
-    messages in equal the logs' end offsets and bytes in their sizes."""
+    __consumer_offsets and __transaction_state too, and the transaction's COMMIT marker on its
+    topic: on a node where only they and this producer write, messages in equal the logs' end
+    offsets and bytes in their sizes."""
     proc, http = broker
     admin = AdminClient({"bootstrap.servers": proc.bootstrap})
     admin.create_topics([NewTopic(TXN_TOPIC, num_partitions=1, replication_factor=1)])[TXN_TOPIC].result(timeout=30)
@@ -146,8 +147,14 @@ def test_coordinator_appends_count_as_messages_and_bytes_in(broker: tuple[Broker
     consumer.commit(offsets=[TopicPartition(TXN_TOPIC, 0, 1)], asynchronous=False)
     consumer.close()
 
-    samples = scrape(http)
-    for topic in ("__consumer_offsets", "__transaction_state"):
+    deadline = time.monotonic() + 10
+    while True:  # the marker is written after the commit is answered
+        samples = scrape(http)
+        if samples.get(("kafka_log_log_logendoffset", (("partition", "0"), ("topic", TXN_TOPIC)))) == 2:
+            break
+        assert time.monotonic() < deadline, "no COMMIT marker on the topic"
+        time.sleep(0.05)
+    for topic in ("__consumer_offsets", "__transaction_state", TXN_TOPIC):
         def summed(name: str, topic: str = topic) -> float:
             return sum(value for (family, labels), value in samples.items()
                        if family == name and dict(labels).get("topic") == topic)
