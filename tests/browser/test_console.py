@@ -5,8 +5,8 @@ The test produces and commits with confluent-kafka, then walks the console as a 
 brokers, topics → topic → partition → messages and timeline, groups → group → lag, throughput,
 clients — and asserts what the pages show against what the clients did: topic names, offsets,
 message values, committed offsets and lag; a broker with no replica of a partition shows its
-messages read from the leader. Each page is saved to docs/screenshots/<page>.png
-(the README shows them).
+messages read from the leader. Each page is saved as <page>.png (see console_pages for where;
+the README shows them).
 """
 
 from __future__ import annotations
