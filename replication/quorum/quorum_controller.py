@@ -395,8 +395,10 @@ class QuorumController:
         if validate_only:
             return topic
         self._commit(topic_records(name, topic_id, configs, registrations), now_ms)
-        log.info("created topic %s (%s) with %d partition(s), replicas %s", name, topic_id, len(replica_lists),
-                 replica_lists)
+        # The replica lists only at DEBUG: for a thousand partitions they are a line of many KB.
+        log.info("created topic %s (%s) with %d partition(s), replication factor %d", name, topic_id,
+                 len(replica_lists), len(replica_lists[0]) if replica_lists else 0)
+        log.debug("topic %s replicas %s", name, replica_lists)
         return self.image.topics[name]
 
     def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]],

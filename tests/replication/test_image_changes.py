@@ -40,10 +40,10 @@ class CountingReplicas:
     applied: list[tuple[str, int, PartitionRegistration]] = field(default_factory=list)
     partitions: dict[tuple[str, int], object] = field(default_factory=dict)
 
-    created: list[tuple[str, int, uuid.UUID]] = field(default_factory=list)
+    created: list[tuple[str, int, uuid.UUID, PartitionRegistration]] = field(default_factory=list)
     rechecked: list[set[int]] = field(default_factory=list)
 
-    async def create_logs(self, wanted: list[tuple[str, int, uuid.UUID]]) -> None:
+    async def create_logs(self, wanted: list[tuple[str, int, uuid.UUID, PartitionRegistration]]) -> None:
         self.created += wanted
 
     def apply_partition(self, topic: str, index: int, topic_id: uuid.UUID, reg: PartitionRegistration) -> None:
