@@ -2,19 +2,22 @@
 ``TotalTimeMs`` by request (Fetch also as FetchConsumer or FetchFollower, as Kafka splits both),
 ``ErrorsPerSec`` by request and error code, NONE included, as Kafka counts its answers'
 ``errorCounts()``: Produce and Fetch answers, encoded by hand, carry the tally their encoder
-made of every partition's code (and Fetch's top-level one); other answers count their top-level
-``error_code``; and, from Fetch answers, BrokerTopicMetrics' bytes out and fetch request counts
-per topic.
+made of every partition's code (and Fetch's top-level one); other answers count every
+``error_code`` in them, top-level and per topic, partition, group or member alike
+(``answer_error_counts``); and, from Fetch answers, BrokerTopicMetrics' bytes out and fetch
+request counts per topic.
 
 The Dispatcher calls ``RequestMetrics.completed`` once per request when metrics are on (an HTTP
 listener is configured). The per-(API, version) prometheus children are cached, so a request
 costs two dictionary lookups, a counter increment and one or two histogram observations; a
 Fetch answer adds one step per partition slice it carries, and an answer one cached counter
-increment per distinct error code in it.
+increment per distinct error code in it. Other answers are walked once for their codes (a few
+microseconds per partition of a Metadata answer; none of them is on the produce/fetch path).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from types import ModuleType
@@ -74,10 +77,11 @@ class RequestMetrics:
             if response.error_counts:
                 for code, count in response.error_counts.items():
                     self._error_counter(name, code).inc(count)
-        else:
-            error = getattr(response, "error_code", None)
-            if error is not None:
-                self._error_counter(name, error).inc()
+        elif hasattr(type(response), "__dataclass_fields__"):
+            counts: dict[int, int] = {}
+            answer_error_counts(response, counts)
+            for code, count in counts.items():
+                self._error_counter(name, code).inc(count)
         if api_key == FETCH_KEY:
             self._fetched(request, response, follower, context)
 
@@ -115,6 +119,34 @@ class RequestMetrics:
                 if topic is None:  # <log dir>/<topic>-<partition>
                     topic = self._topic_of_dir[directory] = os.path.basename(directory).rpartition("-")[0]
                 out[topic] += chunk.length
+
+
+# Per kio entity type: its error code fields, and the others (which may hold nested entities).
+_ERROR_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def answer_error_counts(entity: object, counts: dict[int, int]) -> None:
+    """Add to ``counts`` every ``error_code`` (and ``*_error_code``) field of a kio answer, at any
+    depth, as Kafka's responses count them in ``errorCounts()``."""
+    fields = _ERROR_FIELDS.get(type(entity))
+    if fields is None:
+        names = [f.name for f in dataclasses.fields(entity)]  # type: ignore[arg-type]
+        fields = _ERROR_FIELDS[type(entity)] = (tuple(n for n in names if n.endswith("error_code")),
+                                                tuple(n for n in names if not n.endswith("error_code")))
+    codes, others = fields
+    for name in codes:
+        code = getattr(entity, name)
+        if code is not None:
+            counts[code] = counts.get(code, 0) + 1
+    for name in others:
+        value = getattr(entity, name)
+        if type(value) is tuple:
+            for item in value:
+                if not hasattr(type(item), "__dataclass_fields__"):
+                    break  # a list of numbers or strings
+                answer_error_counts(item, counts)
+        elif hasattr(type(value), "__dataclass_fields__"):
+            answer_error_counts(value, counts)
 
 
 def _replica_id(request: object) -> int:

@@ -23,6 +23,8 @@ from kbroker.protocol.codec import build
 from kbroker.protocol.record_builder import build_batch
 from kbroker.replication.inter_broker_client import InterBrokerClient
 from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.list_offsets.v9 import request as list_offsets_v9
+from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.produce.v9 import request as produce_v9
 
 from tests.broker_process import BrokerProcess
@@ -165,9 +167,10 @@ def test_coordinator_appends_count_as_messages_and_bytes_in(broker: tuple[Broker
         assert samples[("kafka_server_brokertopicmetrics_bytesin_total", counted)] == summed("kafka_log_log_size")
 
 
-def test_errors_count_every_partition_of_produce_and_fetch_answers(broker: tuple[BrokerProcess, str]) -> None:
+def test_errors_count_every_partition_of_an_answer(broker: tuple[BrokerProcess, str]) -> None:
     """ErrorsPerSec counts each error code in an answer, per partition (Kafka's errorCounts()):
-    one Produce to two partitions and a missing one, one Fetch of the same three."""
+    one Produce to two partitions and a missing one, one Fetch and one ListOffsets of the same
+    three, and a Metadata of the topic and a missing one."""
     proc, http = broker
     admin = AdminClient({"bootstrap.servers": proc.bootstrap})
     admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1)])[TOPIC].result(timeout=30)
@@ -187,13 +190,25 @@ def test_errors_count_every_partition_of_produce_and_fetch_answers(broker: tuple
                 topics=(build(fetch_v12.FetchTopic, topic=TOPIC, partitions=tuple(
                     build(fetch_v12.FetchPartition, partition=p, fetch_offset=0, partition_max_bytes=1024)
                     for p in (0, 1, 7))),)))
-            return produce, fetch
+            offsets = await client.request(2, 9, build(
+                list_offsets_v9.ListOffsetsRequest, replica_id=-1, isolation_level=0, topics=(
+                    build(list_offsets_v9.ListOffsetsTopic, name=TOPIC, partitions=tuple(
+                        build(list_offsets_v9.ListOffsetsPartition, partition_index=p, timestamp=-1)
+                        for p in (0, 1, 7))),)))
+            metadata = await client.request(3, 12, build(
+                metadata_v12.MetadataRequest, allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False, topics=tuple(
+                    build(metadata_v12.MetadataRequestTopic, topic_id=None, name=name)
+                    for name in (TOPIC, "no-such-topic"))))
+            return produce, fetch, offsets, metadata
         finally:
             client.close()
 
-    produce, fetch = asyncio.run(ask())
+    produce, fetch, offsets, metadata = asyncio.run(ask())
     assert [p.error_code for p in produce.responses[0].partition_responses] == [0, 0, 3]  # type: ignore[attr-defined]
     assert [p.error_code for p in fetch.responses[0].partitions] == [0, 0, 3]  # type: ignore[attr-defined]
+    assert [p.error_code for p in offsets.topics[0].partitions] == [0, 0, 3]  # type: ignore[attr-defined]
+    assert [(t.error_code, len(t.partitions)) for t in metadata.topics] == [(0, 2), (3, 0)]  # type: ignore[attr-defined]
     after = scrape(http)
 
     def counted(request: str, error: str) -> float:
@@ -203,6 +218,9 @@ def test_errors_count_every_partition_of_produce_and_fetch_answers(broker: tuple
     assert counted("Produce", "NONE") == 2 and counted("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 1
     # Fetch adds its top-level code (NONE) to its partitions'.
     assert counted("Fetch", "NONE") == 3 and counted("Fetch", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert counted("ListOffsets", "NONE") == 2 and counted("ListOffsets", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    # Metadata: the known topic and its two partitions, and the missing topic.
+    assert counted("Metadata", "NONE") == 3 and counted("Metadata", "UNKNOWN_TOPIC_OR_PARTITION") == 1
 
 
 def test_http_listener_is_off_when_unset(tmp_path: Path) -> None:
