@@ -235,8 +235,14 @@ class ReplicaManager:
         self.log_manager.delete(topic, index)
 
     def get_partition(self, topic: str, index: int) -> Partition:
+        """The hosted partition. As Kafka's getPartitionOrException: a partition the cluster has
+        but this broker holds no replica of (moved by a reassignment, or the client's metadata is
+        stale) is NOT_LEADER_OR_FOLLOWER, which makes clients refresh their metadata; one the
+        cluster does not have is UNKNOWN_TOPIC_OR_PARTITION."""
         partition = self.partitions.get((topic, index))
         if partition is None:
+            if self.links is not None and self.links.partition_known(topic, index):
+                raise KafkaError(ErrorCode.not_leader_or_follower, "This server is not a replica of this partition.")
             raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
         return partition
 

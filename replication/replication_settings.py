@@ -46,4 +46,6 @@ class ClusterLinks:
     # join an ISR (registered with that epoch, not fenced, not shutting down)? None: always.
     replica_eligible: Callable[[int, int], bool] | None = None
     rack: Callable[[int], str | None] = lambda _broker_id: None  # broker.rack of a broker
+    # Does the cluster's metadata have this partition (topic, index), hosted here or not?
+    partition_known: Callable[[str, int], bool] = lambda _topic, _index: False
     security: LinkSecurity | None = None  # the inter-broker listener's TLS / SASL (None: PLAINTEXT)

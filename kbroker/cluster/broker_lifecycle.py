@@ -459,6 +459,11 @@ class BrokerLifecycleManager(ControllerLocator):
             return False
         return broker_epoch < 0 or broker_epoch == registration.broker_epoch
 
+    def partition_known(self, topic: str, index: int) -> bool:
+        """Whether the cluster's metadata has this partition (Kafka's metadataCache.contains)."""
+        image = self.image.topics.get(topic)
+        return image is not None and index in image.partitions
+
     def rack(self, broker_id: int) -> str | None:
         registration = self.image.brokers.get(broker_id)
         return None if registration is None else registration.rack

@@ -5,7 +5,8 @@ watermark); segments wholly below it are deleted, and consumers can no longer re
 An offset at or below the current low watermark changes nothing and returns it.
 Errors per partition, low watermark -1: offset above the high watermark or negative
 OFFSET_OUT_OF_RANGE; a topic whose cleanup.policy lacks ``delete`` POLICY_VIOLATION;
-unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; a disk error KAFKA_STORAGE_ERROR.
+unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION (NOT_LEADER_OR_FOLLOWER if the cluster has it
+but not here); a disk error KAFKA_STORAGE_ERROR.
 After any partition moved, the log start offsets are checkpointed before answering, so an
 acknowledged deletion survives a crash.
 Deviation: the request timeout is unused; with a single replica there is nobody to wait for.

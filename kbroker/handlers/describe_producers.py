@@ -2,7 +2,8 @@
 
 The active producers of each partition from its ProducerStateManager: producer id, epoch,
 last sequence, last timestamp, coordinator epoch and the first offset of its open
-transaction (-1 if none). An unknown partition gets UNKNOWN_TOPIC_OR_PARTITION.
+transaction (-1 if none). An unknown partition gets UNKNOWN_TOPIC_OR_PARTITION, one the cluster
+has but this broker holds no replica of NOT_LEADER_OR_FOLLOWER.
 With an authorizer each topic needs READ (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 """
 

@@ -14,7 +14,8 @@ current leader epoch. current_leader_epoch (v4+) is checked as Fetch checks it
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). A replica id other than -1 (a follower or a
 debugging tool) is answered from the log end offset, as Kafka does. A partition named twice
 in one request: one INVALID_REQUEST answer for it. Unknown topic or partition:
-UNKNOWN_TOPIC_OR_PARTITION.
+UNKNOWN_TOPIC_OR_PARTITION; one the cluster has but this broker holds no replica of:
+NOT_LEADER_OR_FOLLOWER.
 Kafka 4 dropped v0 (multiple offsets per partition); so does kbroker.
 Deviation: the v10+ timeout is unused: there is no remote storage to wait for.
 """

@@ -8,7 +8,7 @@ older than every known one answers itself with the first known epoch's start off
 history before it was deleted); a newer one (or -1) answers -1 / -1, error NONE.
 current_leader_epoch (v3+ clients set it) is checked as Fetch checks it
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Unknown topic or partition:
-UNKNOWN_TOPIC_OR_PARTITION with -1 / -1.
+UNKNOWN_TOPIC_OR_PARTITION with -1 / -1 (NOT_LEADER_OR_FOLLOWER if the cluster has it elsewhere).
 Only the leader answers, followers (replica_id >= 0, v3+) and consumers alike; a follower
 replica answers NOT_LEADER_OR_FOLLOWER.
 With an authorizer a follower needs CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED), a client

@@ -111,7 +111,8 @@ class Replicas(Protocol):
     def partitions(self) -> Mapping[tuple[str, int], Partition]: ...
 
     def get_partition(self, topic: str, index: int) -> Partition:
-        """UNKNOWN_TOPIC_OR_PARTITION (KafkaError) when this broker has no replica of it."""
+        """KafkaError when this broker has no replica of it: NOT_LEADER_OR_FOLLOWER if the cluster
+        has the partition, UNKNOWN_TOPIC_OR_PARTITION if not."""
         ...
 
     def append_records(self, topic: str, index: int, records: memoryview, required_acks: int) -> ProduceResult: ...

@@ -265,6 +265,7 @@ class Broker:
                          broker_epoch=lambda: self._lifecycle().broker_epoch,
                          alter_partition=self.lifecycle.alter_partition,
                          replica_eligible=self.lifecycle.replica_eligible, rack=self.lifecycle.rack,
+                         partition_known=self.lifecycle.partition_known,
                          security=self.link_security),
             replication_settings(self.config),
         )

@@ -14,6 +14,7 @@ to other brokers (KIP-455) without losing a record.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import subprocess
@@ -25,9 +26,16 @@ from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, To
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kafka import KafkaProducer
 from kafka.errors import NotEnoughReplicasError, RequestTimedOutError
+from kbroker.protocol.record_builder import build_batch
+from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.list_offsets.v9 import request as list_offsets_v9
+from kio.schema.offset_for_leader_epoch.v4 import request as epochs_v4
+from kio.schema.produce.v9 import request as produce_v9
+from kio.static.primitive import i8, i16, i32, i64
 
 from compat.cluster import Cluster
 from compat.deps import kafka_classpath
+from tests.kbroker.handlers.wire import call
 
 CLUSTER_TOPOLOGIES = ("isolated", "combined")
 DEADLINE_S = 20.0
@@ -95,6 +103,44 @@ def test_admin_changes_reach_every_broker(cluster: Cluster) -> None:
     admin.delete_topics(["grow"])["grow"].result(timeout=30)
     wait_for("'grow' gone everywhere", lambda: all(
         cluster.metadata(b, ["grow"]).topics[0].error_code == 3 for b in (1, 2, 3)))
+
+
+def test_a_broker_with_no_replica_answers_not_leader_and_an_unknown_partition_is_unknown(cluster: Cluster) -> None:
+    """Kafka's getPartitionOrException: a partition the cluster has but this broker holds no
+    replica of is NOT_LEADER_OR_FOLLOWER (6), so a client with stale metadata refreshes it; one
+    the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION (3)."""
+    create(admin_via(cluster, 1), NewTopic("only-on-1", 1, replica_assignment=[[1]]))
+    wait_for("broker 2 knows 'only-on-1'", lambda: partitions_of(cluster, 2, "only-on-1"))
+    outsider = cluster.nodes[2].bootstrap
+    batch = build_batch([(None, b"v")], base_timestamp=1_700_000_000_000)
+
+    def produce(topic: str, partition: int) -> int:
+        request = produce_v9.ProduceRequest(acks=i16(1), timeout=datetime.timedelta(seconds=10), topic_data=(
+            produce_v9.TopicProduceData(name=topic, partition_data=(
+                produce_v9.PartitionProduceData(index=i32(partition), records=batch),)),))
+        return call(outsider, request, 9).responses[0].partition_responses[0].error_code
+
+    def fetch(topic: str, partition: int) -> int:
+        request = fetch_v12.FetchRequest(max_wait=datetime.timedelta(0), min_bytes=i32(1), topics=(
+            fetch_v12.FetchTopic(topic=topic, partitions=(fetch_v12.FetchPartition(
+                partition=i32(partition), fetch_offset=i64(0), partition_max_bytes=i32(1 << 20)),)),),
+            forgotten_topics_data=())
+        return call(outsider, request, 12).responses[0].partitions[0].error_code
+
+    def list_offsets(topic: str, partition: int) -> int:
+        request = list_offsets_v9.ListOffsetsRequest(replica_id=i32(-1), isolation_level=i8(0), topics=(
+            list_offsets_v9.ListOffsetsTopic(name=topic, partitions=(
+                list_offsets_v9.ListOffsetsPartition(partition_index=i32(partition), timestamp=i64(-1)),)),))
+        return call(outsider, request, 9).topics[0].partitions[0].error_code
+
+    def last_offset(topic: str, partition: int) -> int:
+        request = epochs_v4.OffsetForLeaderEpochRequest(replica_id=i32(-1), topics=(epochs_v4.OffsetForLeaderTopic(
+            topic=topic, partitions=(epochs_v4.OffsetForLeaderPartition(
+                partition=i32(partition), current_leader_epoch=i32(-1), leader_epoch=i32(0)),)),))
+        return call(outsider, request, 4).topics[0].partitions[0].error_code
+
+    for ask in (produce, fetch, list_offsets, last_offset):
+        assert (ask("only-on-1", 0), ask("only-on-1", 1), ask("never-created", 0)) == (6, 3, 3), ask.__name__
 
 
 def test_acks_all_is_refused_below_min_insync_replicas(cluster: Cluster) -> None:
