@@ -58,6 +58,18 @@ def decode_assignment(data: bytes) -> dict[str, set[int]]:
     return _partitions(r)
 
 
+def shown_assignment(protocol_type: str | None, data: bytes | None) -> dict[str, list[int]]:
+    """A classic member's assignment as topic -> sorted partitions, for display: decoded when its
+    group uses the consumer protocol, else (or if the bytes are a client's own format) empty."""
+    if protocol_type != "consumer" or not data:
+        return {}
+    try:
+        assignment = decode_assignment(data)
+    except Exception:  # a client's own assignment format: shown as unknown, not a failure
+        return {}
+    return {topic: sorted(partitions) for topic, partitions in sorted(assignment.items())}
+
+
 def encode_assignment(version: int, partitions: dict[str, set[int]]) -> bytes:
     """ConsumerProtocolAssignment (same layout in v0-v3; the version is clamped there), null user data."""
     w = Writer().int16(min(max(version, 0), 3)).int32(len(partitions))

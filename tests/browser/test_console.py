@@ -121,6 +121,10 @@ def test_console_pages(cluster: tuple[LocalCluster, dict[int, str]], browser: ob
     open_page(browser, f"{consoles[elsewhere]}/#/groups")
     groups = {row[0]: row for row in rows_of(browser, "groups-table")}
     assert groups[GROUP][2:] == ["Empty", "—", "—", str(coordinator)]
+    click_link(browser, GROUP, f"#/group/{GROUP}")  # its page asks the coordinator
+    assert browser.find_element(By.ID, "group-coordinator").text == f"broker {coordinator}"
+    assert rows_of(browser, "lag-table") == [[TOPIC, str(PARTITION), str(COMMITTED), str(RECORDS),
+                                              str(RECORDS - COMMITTED)]]
     open_page(browser, f"{consoles[coordinator]}/#/groups")
     groups = {row[0]: row for row in rows_of(browser, "groups-table")}
     assert groups[GROUP][1:] == ["classic", "Empty", "0", str(RECORDS - COMMITTED), str(coordinator)]
@@ -205,6 +209,49 @@ def _wait_for(what: str, check: object, timeout: float = 30.0) -> object:
             return found
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_every_broker_describes_a_group_with_its_members_and_lag(cluster: tuple[LocalCluster, dict[int, str]],
+                                                                 protocol: str) -> None:
+    """A group's page is the same on every broker's console: its coordinator's own view, and on
+    the others what the coordinator answers DescribeGroups or ConsumerGroupDescribe (KIP-848) and
+    OffsetFetch, as kafka-consumer-groups --describe asks."""
+    nodes, consoles = cluster
+    topic, group = f"members-{protocol}", f"members-{protocol}"
+    nodes.create_topic(topic, partitions=2)
+    producer = confluent_kafka.Producer({"bootstrap.servers": nodes.bootstrap_servers})
+    for partition in (0, 1):
+        for n in range(3):
+            producer.produce(topic, value=b"%d" % n, partition=partition)
+    assert producer.flush(30) == 0
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": nodes.bootstrap_servers, "group.id": group,
+                                         "group.protocol": protocol, "client.id": f"{protocol}-member",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        _wait_for("the member's assignment", lambda: consumer.poll(0.2) is not None and consumer.assignment())
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 1)], asynchronous=False)
+
+        def described(console: str) -> dict:
+            g = _api(console, f"/api/groups/{group}")
+            return {key: g[key] for key in ("type", "state", "coordinator", "lag")} | {
+                "members": [(m["client_id"], m["assignment"]) for m in g["members"]]}
+
+        def stable(console: str) -> dict | None:
+            view = described(console)
+            return view if view["state"] == "Stable" else None
+
+        views = {node_id: _wait_for(f"broker {node_id}'s view of the Stable group", lambda c=console: stable(c))
+                 for node_id, console in consoles.items()}
+        first = views[1]
+        assert first["type"] == protocol and first["members"] == [(f"{protocol}-member", {topic: [0, 1]})]
+        assert [(row["partition"], row["committed_offset"], row["end_offset"], row["lag"]) for row in first["lag"]] \
+            == [(0, 1, 3, 2)]
+        assert views[2] == first and views[3] == first
+    finally:
+        consumer.close()
+        producer.flush(10)
 
 
 def test_timeline_marks_an_unclean_election(cluster: tuple[LocalCluster, dict[int, str]], browser: object) -> None:

@@ -4,9 +4,9 @@ Lag per partition is what kafka-consumer-groups --describe shows: the partition'
 (its high watermark, which is what a read_uncommitted consumer can reach: this broker's replica's,
 else its leader's, asked as /metrics asks it, kbroker.metrics.end_offsets) minus the group's
 committed offset. Each broker coordinates the groups whose ``__consumer_offsets`` partition it
-leads, so a group's members and lag are shown by its coordinator's console; the list also names
-the groups the other live brokers coordinate, asked with ListGroups over the inter-broker
-listener (``coordinator``: the broker that answered).
+leads; the list also names the groups the other live brokers coordinate, asked with ListGroups
+over the inter-broker listener (``coordinator``: the broker that answered), without their
+members and lag; a group's own page asks its coordinator for those (``remote_group``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.list_groups.v5 import request as list_groups_v5
 
-from kbroker.groups.consumer_protocol import decode_assignment
+from kbroker.groups.consumer_protocol import shown_assignment
+from kbroker.http.api import remote_group
 from kbroker.metrics.end_offsets import end_offsets
 from kbroker.protocol.codec import build
 from kbroker.replication.inter_broker_client import InterBrokerClient
@@ -38,17 +39,10 @@ def _classic(broker: Broker, group_id: str) -> JSON | None:
     group = broker.group_coordinator.groups.get(group_id)
     if group is None:
         return None
-    members = []
-    for member in group.members.values():
-        assignment: dict[str, set[int]] = {}
-        if group.protocol_type == "consumer" and member.assignment:
-            try:
-                assignment = decode_assignment(member.assignment)
-            except Exception:  # a client's own assignment format: shown as unknown, not a failure
-                assignment = {}
-        members.append({"member_id": member.member_id, "instance_id": member.group_instance_id,
-                        "client_id": member.client_id, "host": member.client_host,
-                        "assignment": {t: sorted(p) for t, p in sorted(assignment.items())}})
+    members = [{"member_id": member.member_id, "instance_id": member.group_instance_id,
+                "client_id": member.client_id, "host": member.client_host,
+                "assignment": shown_assignment(group.protocol_type, member.assignment)}
+               for member in group.members.values()]
     return {"type": "classic", "state": group.state.value, "protocol_type": group.protocol_type,
             "protocol": group.protocol_name, "generation": group.generation_id, "members": members}
 
@@ -75,14 +69,19 @@ def _describe(broker: Broker, group_id: str) -> JSON:
 
 
 async def _lag(broker: Broker, group_id: str) -> list[JSON]:
-    committed_offsets = broker.offset_store.fetch(group_id)
+    return await _lag_rows(broker, {key: (committed.offset, committed.metadata)
+                                    for key, committed in broker.offset_store.fetch(group_id).items()})
+
+
+async def _lag_rows(broker: Broker, committed_offsets: dict[tuple[str, int], tuple[int, str]]) -> list[JSON]:
+    """Per partition: the committed offset, the end offset and their difference."""
     ends = await end_offsets(broker, committed_offsets) if committed_offsets else {}
     rows = []
-    for (topic, index), committed in sorted(committed_offsets.items()):
+    for (topic, index), (committed, metadata) in sorted(committed_offsets.items()):
         end = ends.get((topic, index))
-        rows.append({"topic": topic, "partition": index, "committed_offset": committed.offset,
-                     "end_offset": end, "lag": None if end is None else max(end - committed.offset, 0),
-                     "metadata": committed.metadata})
+        rows.append({"topic": topic, "partition": index, "committed_offset": committed,
+                     "end_offset": end, "lag": None if end is None else max(end - committed, 0),
+                     "metadata": metadata})
     return rows
 
 
@@ -126,8 +125,17 @@ async def groups(broker: Broker) -> JSON:
 
 
 async def group(broker: Broker, group_id: str) -> JSON | None:
-    if group_id not in _group_ids(broker):
+    """One group, from this broker if it coordinates it, else from its coordinator (KafkaError if
+    that one cannot be asked); None for a group nobody knows."""
+    where = {"coordinator_partition": broker.offset_store.partition_for(group_id), "this_broker": broker.node_id}
+    if group_id in _group_ids(broker):
+        return {"group_id": group_id, **_describe(broker, group_id), "lag": await _lag(broker, group_id),
+                **where, "coordinator": broker.node_id}
+    coordinator = remote_group.coordinator_of(broker, group_id)
+    if coordinator < 0 or coordinator == broker.node_id:
         return None
-    return {"group_id": group_id, **_describe(broker, group_id), "lag": await _lag(broker, group_id),
-            "coordinator_partition": broker.offset_store.partition_for(group_id),
-            "this_broker": broker.node_id}
+    described, committed = await remote_group.describe(broker, coordinator, group_id)
+    if described["state"] == "Dead" and not committed:
+        return None
+    return {"group_id": group_id, **described, "lag": await _lag_rows(broker, committed), **where,
+            "coordinator": coordinator}

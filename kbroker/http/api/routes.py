@@ -120,9 +120,12 @@ async def _groups(request: web.Request) -> web.Response:
 
 
 async def _group(request: web.Request) -> web.Response:
-    found = await groups_view.group(_broker(request), request.match_info["group"])
+    try:
+        found = await groups_view.group(_broker(request), request.match_info["group"])
+    except KafkaError as exc:  # its coordinator, another broker, could not be asked
+        raise web.HTTPServiceUnavailable(text=f"{exc.code.name.upper()}: {exc}") from None
     if found is None:
-        raise web.HTTPNotFound(text=f"no group {request.match_info['group']} coordinated by this broker")
+        raise web.HTTPNotFound(text=f"no group {request.match_info['group']}")
     return web.json_response(found)
 
 
@@ -177,6 +180,9 @@ async def _reset_offsets(request: web.Request) -> web.Response:
     _check_write(request, broker, (AclOperation.READ, ResourceType.GROUP, group_id))
     _check_write(request, broker, (AclOperation.READ, ResourceType.TOPIC, topic))
     state = await groups_view.group(broker, group_id)
+    if state is not None and state["coordinator"] != broker.node_id:
+        raise web.HTTPConflict(text=f"group {group_id} is coordinated by broker {state['coordinator']}: "
+                                    "reset its offsets in that broker's console")
     if state is not None and state["members"]:
         raise web.HTTPConflict(text=f"group {group_id} is {state['state']}: offsets can only be reset "
                                     "while it has no members")

@@ -193,12 +193,11 @@ function timelineHtml(tl) {
 
 async function groupsView() {
   const g = await api("/api/groups");
-  const rows = g.groups.map((x) => `<tr><td>${x.coordinator === g.this_broker ?
-      link(`#/group/${enc(x.group_id)}`, x.group_id) : esc(x.group_id)}</td>${cell(x.type)}` +
+  const rows = g.groups.map((x) => `<tr><td>${link(`#/group/${enc(x.group_id)}`, x.group_id)}</td>${cell(x.type)}` +
     `${cell(x.state)}${num(x.members)}${num(x.total_lag)}${num(x.coordinator)}</tr>`);
   const unreachable = Object.entries(g.unreachable).map(([b, why]) => `broker ${b}: ${why}`).join("; ");
   return `<h1>Consumer groups</h1><p class="muted">Every live broker's groups; members and lag of those ` +
-    `broker ${esc(g.this_broker)} coordinates (the others: in their coordinator's console).</p>` +
+    `broker ${esc(g.this_broker)} coordinates (the others: on their page, asked of their coordinator).</p>` +
     table("groups-table", ["group", "type", "state", "members", "lag", "coordinator"], rows) +
     (unreachable ? `<p class="error">Not answered: ${esc(unreachable)}</p>` : "");
 }
@@ -210,11 +209,13 @@ async function groupView(id) {
   const lag = g.lag.map((r) => `<tr>${cell(r.topic)}${num(r.partition)}<td class="num committed">${esc(r.committed_offset)}</td>` +
     `<td class="num end">${esc(r.end_offset ?? "—")}</td><td class="num lag">${esc(r.lag ?? "—")}</td></tr>`);
   return `<h1>Group <span id="group-id">${esc(id)}</span></h1><p>type <b>${esc(g.type)}</b>, state ` +
-    `<b id="group-state">${esc(g.state)}</b>, generation ${esc(g.generation)}, protocol ${esc(g.protocol)}, ` +
+    `<b id="group-state">${esc(g.state)}</b>, generation ${esc(g.generation ?? "—")}, protocol ${esc(g.protocol)}, ` +
+    `coordinator <span id="group-coordinator">broker ${esc(g.coordinator)}</span>` +
+    `${g.coordinator === g.this_broker ? "" : " (asked from here)"}, ` +
     `coordinator partition ${esc(g.coordinator_partition)}.</p>` +
     `<h2>Members</h2>` + table("members-table", ["member", "client id", "host", "assignment"], members) +
     `<h2>Lag</h2>` + table("lag-table", ["topic", "partition", "committed offset", "end offset", "lag"], lag) +
-    (settings.write_enabled ? `<h2>Reset offsets</h2><form class="controls" id="reset-offsets">
+    (settings.write_enabled && g.coordinator === g.this_broker ? `<h2>Reset offsets</h2><form class="controls" id="reset-offsets">
       <input type="text" name="topic" placeholder="topic" required value="${esc(g.lag.length ? g.lag[0].topic : "")}">
       <label>to <input type="text" name="to" value="earliest" title="earliest, latest or an offset"></label>
       <button type="submit">Reset (group must have no members)</button><span id="reset-result"></span></form>` : "");
