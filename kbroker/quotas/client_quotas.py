@@ -50,12 +50,13 @@ from kbroker.quotas.sampled_rate import TokenBucket
 from kbroker.storage.clock import Clock
 from kbroker.storage.log import FetchSlice
 
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH, METADATA = 0, 1, 3
 # Broker-to-broker APIs Kafka exempts from request quotas (cluster actions).
 _EXEMPT = frozenset({27, 24})  # WriteTxnMarkers, AddPartitionsToTxn (v4+ is broker to broker)
 _INT32 = struct.Struct(">i")
 _PRODUCE_FIRST_FLEXIBLE = 9
 _FETCH_FIRST_FLEXIBLE = 12
+_METADATA_FIRST_FLEXIBLE = 9
 _PERCENT_PER_SECOND = 100.0
 
 
@@ -184,6 +185,8 @@ def with_throttle_time(api_key: int, api_version: int, response: object, throttl
             position = len(patched) - 4 - (1 if api_version >= _PRODUCE_FIRST_FLEXIBLE else 0)
         elif api_key == FETCH:  # the first field after the response header
             position = 8 + (1 if api_version >= _FETCH_FIRST_FLEXIBLE else 0)
+        elif api_key == METADATA and api_version >= 3:  # likewise, from v3 on
+            position = 8 + (1 if api_version >= _METADATA_FIRST_FLEXIBLE else 0)
         else:
             return response  # no other API packs its response by hand
         _INT32.pack_into(patched, position, throttle_ms)
