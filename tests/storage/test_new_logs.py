@@ -1,4 +1,5 @@
-"""Many new logs written on LogManager's writer threads and taken in on the caller's thread.
+"""Many new logs written apart (``write_new_logs``, which the broker runs off its event loop) and
+taken in on the manager's thread.
 
 They must behave as logs ``create`` makes: share the manager's descriptor budget, take appends,
 survive a restart; and a log the disk refuses (ENOSPC) is left out with no directory behind, so
@@ -23,7 +24,7 @@ PARTITIONS = 40
 pytestmark = pytest.mark.usefixtures("no_failpoints_left")
 
 
-def test_logs_written_by_threads_take_writes_share_the_descriptor_budget_and_reload(tmp_path):
+def test_logs_written_apart_take_writes_share_the_descriptor_budget_and_reload(tmp_path):
     manager = LogManager([str(tmp_path)], lambda _topic: LogConfig(), max_open_segment_files=3)
     manager.startup()
     planned = manager.plan_new_logs([("t", p, "AAAAAAAAAAAAAAAAAAAAAA") for p in range(PARTITIONS)])
