@@ -1,7 +1,7 @@
 """Kafka's RequestMetrics for every answered request: ``RequestsPerSec`` by request and version,
 ``TotalTimeMs`` by request (Fetch also as FetchConsumer or FetchFollower, as Kafka splits both),
 ``ErrorsPerSec`` by request and error code, NONE included, as Kafka counts its answers'
-``errorCounts()``: Produce and Fetch answers, encoded by hand, carry the tally their encoder
+``errorCounts()``: Produce, Fetch and Metadata answers, encoded by hand, carry the tally their encoder
 made of every partition's code (and Fetch's top-level one); other answers count every
 ``error_code`` in them, top-level and per topic, partition, group or member alike
 (``answer_error_counts``); and, from Fetch answers, BrokerTopicMetrics' bytes out and fetch
