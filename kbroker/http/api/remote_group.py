@@ -19,6 +19,7 @@ from kio.schema.offset_fetch.v8 import request as offset_fetch_v8
 
 from kbroker.groups.consumer_protocol import shown_assignment
 from kbroker.groups.offset_store import CONSUMER_OFFSETS_TOPIC
+from kbroker.http.api.remote_messages import NoLeader, leader_of
 from kbroker.protocol.codec import build
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.replication.inter_broker_client import InterBrokerClient
@@ -36,10 +37,10 @@ Committed = dict[tuple[str, int], tuple[int, str]]  # (topic, partition) -> (off
 
 def coordinator_of(broker: Broker, group_id: str) -> int:
     """The leader of the group's __consumer_offsets partition (-1: none, or no such topic yet)."""
-    image = broker.lifecycle.image if broker.lifecycle is not None else None
-    topic = image.topics.get(CONSUMER_OFFSETS_TOPIC) if image is not None else None
-    registration = topic.partitions.get(broker.offset_store.partition_for(group_id)) if topic is not None else None
-    return registration.leader if registration is not None else -1
+    try:
+        return leader_of(broker, CONSUMER_OFFSETS_TOPIC, broker.offset_store.partition_for(group_id))
+    except NoLeader:
+        return -1
 
 
 async def describe(broker: Broker, coordinator: int, group_id: str) -> tuple[JSON, Committed]:
